@@ -1,0 +1,119 @@
+// The backend op set: what every device must implement, on raw pointers.
+//
+// One Backend instance per device is that device's execution context: it owns
+// the allocator and, on CUDA, the compute stream and cuBLAS handle. Ops are
+// queued on the context in call order; the CPU backend runs them at once, the
+// CUDA backend enqueues them on its stream. Shape checks happen one level up,
+// in core/ops.h, so backends only compute.
+//
+// Layout: row-major, contiguous float32. Pointers are device pointers of this
+// backend's device unless a name says "host".
+#ifndef TANDEM_CORE_BACKEND_H_
+#define TANDEM_CORE_BACKEND_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/device.h"
+
+namespace tandem {
+
+enum class Activation { kIdentity, kRelu, kGelu, kTanh };
+const char* ActivationName(Activation activation);
+// Parses "identity", "relu", "gelu" or "tanh".
+Activation ParseActivation(const std::string& name);
+
+enum class BinaryOp { kAdd, kSub, kMul };
+
+struct SgdParams {
+  float lr = 0.01f;
+  float momentum = 0.f;
+  float weight_decay = 0.f;  // L2, added to the gradient
+  bool nesterov = false;
+};
+
+struct AdamWParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;  // decoupled: param -= lr * wd * param
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual Allocator& allocator() = 0;
+  virtual std::string Describe() const = 0;
+
+  // Copies. HostToDevice may return before the copy is done only if the
+  // host buffer may be reused at once (the CUDA backend stages through
+  // pinned memory); DeviceToHost returns when the data is on the host.
+  virtual void CopyHostToDevice(const float* host, float* dst, int64_t n) = 0;
+  virtual void CopyDeviceToHost(const float* src, float* host, int64_t n) = 0;
+  virtual void CopyDeviceToDevice(const float* src, float* dst, int64_t n) = 0;
+  // Waits until everything queued on this context has run.
+  virtual void Synchronize() = 0;
+
+  // C[m, n] = alpha * op(A) * op(B) + beta * C, where op(A) is [m, k] and
+  // op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m].
+  virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                    int64_t k, float alpha, const float* a, const float* b,
+                    float beta, float* c) = 0;
+  // pre[r, c] = x[r, c] + bias[c] (skipped when pre is null) and
+  // out[r, c] = act(x[r, c] + bias[c]), in one pass; x may equal pre or out.
+  virtual void BiasActivation(Activation activation, const float* x,
+                              const float* bias, float* pre, float* out,
+                              int64_t rows, int64_t cols) = 0;
+  // out[c] = beta * out[c] + sum_r x[r, c].
+  virtual void ColumnSums(const float* x, int64_t rows, int64_t cols,
+                          float beta, float* out) = 0;
+  virtual void Binary(BinaryOp op, const float* a, const float* b, float* out,
+                      int64_t n) = 0;
+  // y += alpha * x.
+  virtual void Axpy(float alpha, const float* x, float* y, int64_t n) = 0;
+  virtual void Scale(float alpha, float* x, int64_t n) = 0;
+  virtual void Fill(float value, float* x, int64_t n) = 0;
+  virtual void ActivationForward(Activation activation, const float* x,
+                                 float* y, int64_t n) = 0;
+  // dx = dy * act'(x) when accumulate is false, dx += dy * act'(x) otherwise.
+  virtual void ActivationBackward(Activation activation, const float* x,
+                                  const float* dy, float* dx, int64_t n,
+                                  bool accumulate) = 0;
+  // loss[0] = sum_r -log softmax(logits[r])[labels[r]] / normalizer;
+  // dlogits (if not null) = (softmax - onehot) / normalizer. Labels are class
+  // indices stored as floats.
+  virtual void SoftmaxCrossEntropy(const float* logits, const float* labels,
+                                   int64_t rows, int64_t classes,
+                                   float normalizer, float* loss,
+                                   float* dlogits) = 0;
+  // loss[0] = sum (pred - target)^2 / normalizer;
+  // dpred (if not null) = 2 (pred - target) / normalizer.
+  virtual void Mse(const float* pred, const float* target, int64_t n,
+                   float normalizer, float* loss, float* dpred) = 0;
+  // out[r] = index of the first maximum of x[r, :].
+  virtual void Argmax(const float* x, int64_t rows, int64_t cols,
+                      float* out) = 0;
+  // out[0] = number of rows whose argmax equals the label.
+  virtual void CountCorrect(const float* logits, const float* labels,
+                            int64_t rows, int64_t classes, float* out) = 0;
+  // mask[i] = 0 with probability p, else 1 / (1 - p); bits from
+  // HashU64(seed, offset + i), so CPU and CUDA draw the same mask.
+  virtual void DropoutMask(float p, uint64_t seed, uint64_t offset,
+                           float* mask, int64_t n) = 0;
+  // Parameter updates, in one pass over a (possibly flat) buffer. velocity
+  // may be null when momentum is 0.
+  virtual void SgdUpdate(const SgdParams& params, float* param,
+                         const float* grad, float* velocity, int64_t n) = 0;
+  // `step` counts from 1 (bias correction).
+  virtual void AdamWUpdate(const AdamWParams& params, int64_t step,
+                           float* param, const float* grad, float* m,
+                           float* v, int64_t n) = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_CORE_BACKEND_H_

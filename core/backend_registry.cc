@@ -1,0 +1,65 @@
+#include "core/backend_registry.h"
+
+#include "core/check.h"
+#include "core/cpu/cpu_backend.h"
+#ifdef TANDEM_WITH_CUDA
+#include "core/cuda/cuda_backend.h"
+#endif
+
+namespace tandem {
+
+Backend& GetBackend(Device device) {
+  if (device.is_cpu()) {
+    TANDEM_CHECK(device.index == 0) << "there is one CPU device, got " << device;
+    return cpu::GetCpuBackend();
+  }
+#ifdef TANDEM_WITH_CUDA
+  const int count = CudaDeviceCount();
+  TANDEM_CHECK(device.index >= 0 && device.index < count)
+      << "device " << device << " is not available: "
+      << (count == 0 ? CudaUnavailableReason()
+                     : std::to_string(count) + " CUDA device(s) visible");
+  return cuda::GetCudaBackend(device.index);
+#else
+  TANDEM_CHECK(false) << "device " << device << " is not available: "
+                      << CudaUnavailableReason();
+  return cpu::GetCpuBackend();
+#endif
+}
+
+int CudaDeviceCount() {
+#ifdef TANDEM_WITH_CUDA
+  return cuda::DeviceCount();
+#else
+  return 0;
+#endif
+}
+
+std::string CudaUnavailableReason() {
+#ifdef TANDEM_WITH_CUDA
+  return cuda::UnavailableReason();
+#else
+  return "Tandem was built without CUDA (no toolkit found when Bazel "
+         "configured @local_cuda)";
+#endif
+}
+
+Device ResolveDevice(const std::string& text) {
+  if (text == "auto") {
+    return CudaDeviceCount() > 0 ? Device::Cuda(0) : Device::Cpu();
+  }
+  const Device device = ParseDevice(text);
+  if (device.is_cuda()) {
+    const int count = CudaDeviceCount();
+    TANDEM_CHECK(count > 0) << "--device=" << text
+                            << " but there are no CUDA devices: "
+                            << CudaUnavailableReason()
+                            << " (use --device=cpu or --device=auto)";
+    TANDEM_CHECK(device.index < count)
+        << "--device=" << text << " but only " << count
+        << " CUDA device(s) are visible";
+  }
+  return device;
+}
+
+}  // namespace tandem

@@ -1,0 +1,17 @@
+// The CPU backend: Eigen maps over Tandem's storage (no copies), ops run
+// synchronously on the calling thread. Thread-safe: every worker thread of
+// threads mode shares this one context.
+#ifndef TANDEM_CORE_CPU_CPU_BACKEND_H_
+#define TANDEM_CORE_CPU_CPU_BACKEND_H_
+
+#include "core/backend.h"
+
+namespace tandem {
+namespace cpu {
+
+Backend& GetCpuBackend();
+
+}  // namespace cpu
+}  // namespace tandem
+
+#endif  // TANDEM_CORE_CPU_CPU_BACKEND_H_

@@ -1,0 +1,77 @@
+// Scalar math shared by the CPU backend and the CUDA kernels, so both compute
+// the same function (the CPU-vs-CUDA parity tests rely on it).
+#ifndef TANDEM_CORE_KERNEL_MATH_H_
+#define TANDEM_CORE_KERNEL_MATH_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/backend.h"
+#include "core/host_device.h"
+#include "core/rng.h"
+
+
+namespace tandem {
+namespace kernel_math {
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+// Exact (erf) GELU, as torch.nn.GELU() computes by default.
+TANDEM_HOST_DEVICE float Activate(Activation a, float x) {
+  switch (a) {
+    case Activation::kRelu: return x > 0.f ? x : 0.f;
+    case Activation::kGelu: return 0.5f * x * (1.f + erff(x * kInvSqrt2));
+    case Activation::kTanh: return tanhf(x);
+    case Activation::kIdentity: default: return x;
+  }
+}
+
+// d act(x) / dx
+TANDEM_HOST_DEVICE float ActivateGrad(Activation a, float x) {
+  switch (a) {
+    case Activation::kRelu: return x > 0.f ? 1.f : 0.f;
+    case Activation::kGelu:
+      return 0.5f * (1.f + erff(x * kInvSqrt2)) +
+             x * kInvSqrt2Pi * expf(-0.5f * x * x);
+    case Activation::kTanh: {
+      const float t = tanhf(x);
+      return 1.f - t * t;
+    }
+    case Activation::kIdentity: default: return 1.f;
+  }
+}
+
+TANDEM_HOST_DEVICE float DropoutScale(float p, uint64_t seed, uint64_t index) {
+  const uint64_t z = HashU64(seed, index);
+  const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  return u < p ? 0.f : 1.f / (1.f - p);
+}
+
+TANDEM_HOST_DEVICE void SgdStep(const SgdParams& s, float& param, float grad,
+                                float* velocity) {
+  float g = grad + s.weight_decay * param;
+  if (velocity != nullptr) {
+    const float v = s.momentum * *velocity + g;
+    *velocity = v;
+    g = s.nesterov ? g + s.momentum * v : v;
+  }
+  param -= s.lr * g;
+}
+
+// bias1 = 1 - beta1^step, bias2 = 1 - beta2^step, computed once per update.
+TANDEM_HOST_DEVICE void AdamWStep(const AdamWParams& s, float bias1,
+                                  float bias2, float& param, float grad,
+                                  float& m, float& v) {
+  param -= s.lr * s.weight_decay * param;
+  m = s.beta1 * m + (1.f - s.beta1) * grad;
+  v = s.beta2 * v + (1.f - s.beta2) * grad * grad;
+  const float m_hat = m / bias1;
+  const float v_hat = v / bias2;
+  param -= s.lr * m_hat / (sqrtf(v_hat) + s.eps);
+}
+
+}  // namespace kernel_math
+}  // namespace tandem
+
+#endif  // TANDEM_CORE_KERNEL_MATH_H_

@@ -1,0 +1,257 @@
+#include "core/ops.h"
+
+#include <cmath>
+
+#include "core/check.h"
+
+namespace tandem {
+namespace ops {
+namespace {
+
+// All operands of one op must live on one device.
+void CheckSameDevice(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (t == nullptr) continue;
+    TANDEM_CHECK(t->defined()) << op << ": an operand is an undefined tensor";
+    if (first == nullptr) {
+      first = t;
+    } else {
+      TANDEM_CHECK(t->device() == first->device())
+          << op << ": operands on " << first->device() << " and "
+          << t->device();
+    }
+  }
+}
+
+void CheckSameNumel(const char* op, const Tensor& a, const Tensor& b) {
+  TANDEM_CHECK(a.numel() == b.numel())
+      << op << ": shapes " << ShapeToString(a.shape()) << " and "
+      << ShapeToString(b.shape()) << " differ in size";
+}
+
+void CheckMatrix(const char* op, const char* name, const Tensor& t) {
+  TANDEM_CHECK(t.rank() == 2) << op << ": " << name
+                              << " must be 2-D, got shape "
+                              << ShapeToString(t.shape());
+}
+
+void CheckRowsAndBias(const char* op, const Tensor& x, const Tensor& bias) {
+  CheckMatrix(op, "x", x);
+  TANDEM_CHECK(bias.numel() == x.dim(1))
+      << op << ": bias " << ShapeToString(bias.shape()) << " does not match "
+      << x.dim(1) << " columns of x " << ShapeToString(x.shape());
+}
+
+void CheckLabels(const char* op, const Tensor& logits, const Tensor& labels) {
+  CheckMatrix(op, "logits", logits);
+  TANDEM_CHECK(labels.numel() == logits.dim(0))
+      << op << ": " << labels.numel() << " labels for " << logits.dim(0)
+      << " rows of logits " << ShapeToString(logits.shape());
+}
+
+void CheckScalar(const char* op, const Tensor& t) {
+  TANDEM_CHECK(t.numel() == 1) << op << ": output must have one element, got "
+                               << ShapeToString(t.shape());
+}
+
+}  // namespace
+
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+          Tensor& c, float alpha, float beta) {
+  CheckSameDevice("Gemm", {&a, &b, &c});
+  CheckMatrix("Gemm", "a", a);
+  CheckMatrix("Gemm", "b", b);
+  CheckMatrix("Gemm", "c", c);
+  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
+  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
+  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
+  TANDEM_CHECK(k == kb) << "Gemm: op(a) is [" << m << ", " << k
+                        << "] but op(b) is [" << kb << ", " << n
+                        << "]: inner dimensions differ";
+  TANDEM_CHECK(c.dim(0) == m && c.dim(1) == n)
+      << "Gemm: c is " << ShapeToString(c.shape()) << ", expected [" << m
+      << ", " << n << "]";
+  if (m == 0 || n == 0) return;
+  c.backend().Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), b.data(), beta,
+                   c.data());
+}
+
+void BiasActivation(Activation activation, const Tensor& x, const Tensor& bias,
+                    Tensor* pre, Tensor& out) {
+  CheckSameDevice("BiasActivation", {&x, &bias, pre, &out});
+  CheckRowsAndBias("BiasActivation", x, bias);
+  CheckSameNumel("BiasActivation", x, out);
+  if (pre != nullptr) CheckSameNumel("BiasActivation", x, *pre);
+  if (x.numel() == 0) return;
+  out.backend().BiasActivation(activation, x.data(), bias.data(),
+                               pre ? pre->data() : nullptr, out.data(),
+                               x.dim(0), x.dim(1));
+}
+
+void AddBias(Tensor& x, const Tensor& bias) {
+  BiasActivation(Activation::kIdentity, x, bias, nullptr, x);
+}
+
+void ColumnSums(const Tensor& x, Tensor& out, float beta) {
+  CheckSameDevice("ColumnSums", {&x, &out});
+  CheckMatrix("ColumnSums", "x", x);
+  TANDEM_CHECK(out.numel() == x.dim(1))
+      << "ColumnSums: out " << ShapeToString(out.shape()) << " for x "
+      << ShapeToString(x.shape());
+  if (out.numel() == 0) return;
+  out.backend().ColumnSums(x.data(), x.dim(0), x.dim(1), beta, out.data());
+}
+
+namespace {
+void BinaryOpChecked(const char* name, BinaryOp op, const Tensor& a,
+                     const Tensor& b, Tensor& out) {
+  CheckSameDevice(name, {&a, &b, &out});
+  CheckSameNumel(name, a, b);
+  CheckSameNumel(name, a, out);
+  if (a.numel() == 0) return;
+  out.backend().Binary(op, a.data(), b.data(), out.data(), a.numel());
+}
+}  // namespace
+
+void Add(const Tensor& a, const Tensor& b, Tensor& out) {
+  BinaryOpChecked("Add", BinaryOp::kAdd, a, b, out);
+}
+void Sub(const Tensor& a, const Tensor& b, Tensor& out) {
+  BinaryOpChecked("Sub", BinaryOp::kSub, a, b, out);
+}
+void Mul(const Tensor& a, const Tensor& b, Tensor& out) {
+  BinaryOpChecked("Mul", BinaryOp::kMul, a, b, out);
+}
+
+void Axpy(float alpha, const Tensor& x, Tensor& y) {
+  CheckSameDevice("Axpy", {&x, &y});
+  CheckSameNumel("Axpy", x, y);
+  if (x.numel() == 0) return;
+  y.backend().Axpy(alpha, x.data(), y.data(), x.numel());
+}
+
+void Scale(Tensor& x, float alpha) {
+  CheckSameDevice("Scale", {&x});
+  if (x.numel() == 0) return;
+  x.backend().Scale(alpha, x.data(), x.numel());
+}
+
+void Fill(Tensor& x, float value) {
+  CheckSameDevice("Fill", {&x});
+  if (x.numel() == 0) return;
+  x.backend().Fill(value, x.data(), x.numel());
+}
+
+void ActivationForward(Activation activation, const Tensor& x, Tensor& y) {
+  CheckSameDevice("ActivationForward", {&x, &y});
+  CheckSameNumel("ActivationForward", x, y);
+  if (x.numel() == 0) return;
+  y.backend().ActivationForward(activation, x.data(), y.data(), x.numel());
+}
+
+void ActivationBackward(Activation activation, const Tensor& x,
+                        const Tensor& dy, Tensor& dx, bool accumulate) {
+  CheckSameDevice("ActivationBackward", {&x, &dy, &dx});
+  CheckSameNumel("ActivationBackward", x, dy);
+  CheckSameNumel("ActivationBackward", x, dx);
+  if (x.numel() == 0) return;
+  dx.backend().ActivationBackward(activation, x.data(), dy.data(), dx.data(),
+                                  x.numel(), accumulate);
+}
+
+void SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
+                         Tensor& loss, Tensor* dlogits, float normalizer) {
+  CheckSameDevice("SoftmaxCrossEntropy", {&logits, &labels, &loss, dlogits});
+  CheckLabels("SoftmaxCrossEntropy", logits, labels);
+  CheckScalar("SoftmaxCrossEntropy", loss);
+  if (dlogits) CheckSameNumel("SoftmaxCrossEntropy", logits, *dlogits);
+  TANDEM_CHECK(logits.dim(1) > 0) << "SoftmaxCrossEntropy: no classes in logits "
+                                  << ShapeToString(logits.shape());
+  if (normalizer <= 0.f) normalizer = static_cast<float>(logits.dim(0));
+  if (logits.dim(0) == 0) {
+    Fill(loss, 0.f);
+    return;
+  }
+  loss.backend().SoftmaxCrossEntropy(logits.data(), labels.data(),
+                                     logits.dim(0), logits.dim(1), normalizer,
+                                     loss.data(),
+                                     dlogits ? dlogits->data() : nullptr);
+}
+
+void Mse(const Tensor& pred, const Tensor& target, Tensor& loss, Tensor* dpred,
+         float normalizer) {
+  CheckSameDevice("Mse", {&pred, &target, &loss, dpred});
+  TANDEM_CHECK(pred.shape() == target.shape())
+      << "Mse: prediction " << ShapeToString(pred.shape()) << " and target "
+      << ShapeToString(target.shape()) << " differ";
+  CheckScalar("Mse", loss);
+  if (dpred) CheckSameNumel("Mse", pred, *dpred);
+  if (normalizer <= 0.f) normalizer = static_cast<float>(pred.numel());
+  if (pred.numel() == 0) {
+    Fill(loss, 0.f);
+    return;
+  }
+  loss.backend().Mse(pred.data(), target.data(), pred.numel(), normalizer,
+                     loss.data(), dpred ? dpred->data() : nullptr);
+}
+
+void Argmax(const Tensor& x, Tensor& out) {
+  CheckSameDevice("Argmax", {&x, &out});
+  CheckMatrix("Argmax", "x", x);
+  TANDEM_CHECK(out.numel() == x.dim(0))
+      << "Argmax: out " << ShapeToString(out.shape()) << " for x "
+      << ShapeToString(x.shape());
+  TANDEM_CHECK(x.dim(1) > 0) << "Argmax of rows with no columns";
+  if (x.dim(0) == 0) return;
+  out.backend().Argmax(x.data(), x.dim(0), x.dim(1), out.data());
+}
+
+void CountCorrect(const Tensor& logits, const Tensor& labels, Tensor& out) {
+  CheckSameDevice("CountCorrect", {&logits, &labels, &out});
+  CheckLabels("CountCorrect", logits, labels);
+  CheckScalar("CountCorrect", out);
+  if (logits.dim(0) == 0) {
+    Fill(out, 0.f);
+    return;
+  }
+  out.backend().CountCorrect(logits.data(), labels.data(), logits.dim(0),
+                             logits.dim(1), out.data());
+}
+
+void DropoutMask(float p, uint64_t seed, uint64_t offset, Tensor& mask) {
+  CheckSameDevice("DropoutMask", {&mask});
+  TANDEM_CHECK(p >= 0.f && p < 1.f) << "DropoutMask: p must be in [0, 1), got "
+                                    << p;
+  if (mask.numel() == 0) return;
+  mask.backend().DropoutMask(p, seed, offset, mask.data(), mask.numel());
+}
+
+void SgdUpdate(const SgdParams& params, Tensor& param, const Tensor& grad,
+               Tensor* velocity) {
+  CheckSameDevice("SgdUpdate", {&param, &grad, velocity});
+  CheckSameNumel("SgdUpdate", param, grad);
+  TANDEM_CHECK(params.momentum == 0.f || velocity != nullptr)
+      << "SgdUpdate: momentum " << params.momentum << " needs a velocity buffer";
+  if (velocity) CheckSameNumel("SgdUpdate", param, *velocity);
+  if (param.numel() == 0) return;
+  param.backend().SgdUpdate(params, param.data(), grad.data(),
+                            velocity ? velocity->data() : nullptr,
+                            param.numel());
+}
+
+void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,
+                 const Tensor& grad, Tensor& m, Tensor& v) {
+  CheckSameDevice("AdamWUpdate", {&param, &grad, &m, &v});
+  CheckSameNumel("AdamWUpdate", param, grad);
+  CheckSameNumel("AdamWUpdate", param, m);
+  CheckSameNumel("AdamWUpdate", param, v);
+  TANDEM_CHECK(step >= 1) << "AdamWUpdate: step counts from 1, got " << step;
+  if (param.numel() == 0) return;
+  param.backend().AdamWUpdate(params, step, param.data(), grad.data(), m.data(),
+                              v.data(), param.numel());
+}
+
+}  // namespace ops
+}  // namespace tandem

@@ -1,0 +1,165 @@
+#include "core/tensor.h"
+
+#include <sstream>
+
+#include "core/backend.h"
+#include "core/backend_registry.h"
+#include "core/check.h"
+
+namespace tandem {
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    out << (i ? ", " : "") << shape[i];
+  }
+  out << "]";
+  return out.str();
+}
+
+namespace {
+void CheckShape(const Shape& shape) {
+  for (int64_t d : shape) {
+    TANDEM_CHECK(d >= 0) << "negative dimension in shape " << ShapeToString(shape);
+  }
+}
+}  // namespace
+
+Storage::Storage(Device device, int64_t num_elements)
+    : device_(device),
+      num_elements_(num_elements),
+      allocator_(&GetBackend(device).allocator()) {
+  data_ = static_cast<float*>(allocator_->Allocate(
+      static_cast<size_t>(num_elements) * sizeof(float)));
+}
+
+Storage::~Storage() {
+  allocator_->Free(
+      data_, static_cast<size_t>(num_elements_) * sizeof(float));
+}
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape)
+    : storage_(std::move(storage)), offset_(offset), shape_(std::move(shape)) {}
+
+Tensor Tensor::Empty(const Shape& shape, Device device) {
+  CheckShape(shape);
+  return Tensor(std::make_shared<Storage>(device, NumElements(shape)), 0,
+                shape);
+}
+
+Tensor Tensor::Zeros(const Shape& shape, Device device) {
+  return Full(shape, 0.f, device);
+}
+
+Tensor Tensor::Full(const Shape& shape, float value, Device device) {
+  Tensor t = Empty(shape, device);
+  if (t.numel() > 0) t.backend().Fill(value, t.data(), t.numel());
+  return t;
+}
+
+Tensor Tensor::FromVector(const std::vector<float>& values, const Shape& shape,
+                          Device device) {
+  Tensor t = Empty(shape, device);
+  TANDEM_CHECK(static_cast<int64_t>(values.size()) == t.numel())
+      << "FromVector got " << values.size() << " values for shape "
+      << ShapeToString(shape) << " (" << t.numel() << " elements)";
+  if (t.numel() > 0) t.backend().CopyHostToDevice(values.data(), t.data(), t.numel());
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  const int r = rank();
+  TANDEM_CHECK(i >= -r && i < r) << "dimension " << i << " out of range for "
+                                 << ShapeToString(shape_);
+  return shape_[i < 0 ? i + r : i];
+}
+
+Device Tensor::device() const {
+  TANDEM_CHECK(defined(), "use of an undefined tensor");
+  return storage_->device();
+}
+
+Backend& Tensor::backend() const { return GetBackend(device()); }
+
+float* Tensor::data() const {
+  TANDEM_CHECK(defined(), "use of an undefined tensor");
+  return storage_->data() + offset_;
+}
+
+Tensor Tensor::Slice(int64_t begin, int64_t end) const {
+  TANDEM_CHECK(rank() >= 1) << "Slice of a scalar tensor";
+  TANDEM_CHECK(0 <= begin && begin <= end && end <= shape_[0])
+      << "Slice [" << begin << ", " << end << ") out of range for "
+      << ShapeToString(shape_);
+  Shape shape = shape_;
+  shape[0] = end - begin;
+  const int64_t row = shape_[0] == 0 ? 0 : numel() / shape_[0];
+  return Tensor(storage_, offset_ + begin * row, shape);
+}
+
+Tensor Tensor::Reshape(const Shape& shape) const {
+  CheckShape(shape);
+  TANDEM_CHECK(NumElements(shape) == numel())
+      << "cannot reshape " << ShapeToString(shape_) << " to "
+      << ShapeToString(shape);
+  return Tensor(storage_, offset_, shape);
+}
+
+Tensor Tensor::Clone() const {
+  Tensor copy = Empty(shape_, device());
+  copy.CopyFrom(*this);
+  return copy;
+}
+
+Tensor Tensor::To(Device target) const {
+  if (target == device()) return *this;
+  Tensor copy = Empty(shape_, target);
+  copy.CopyFrom(*this);
+  return copy;
+}
+
+void Tensor::CopyFrom(const Tensor& src) {
+  TANDEM_CHECK(src.numel() == numel())
+      << "CopyFrom: source " << ShapeToString(src.shape()) << " and destination "
+      << ShapeToString(shape_) << " differ in size";
+  const int64_t n = numel();
+  if (n == 0) return;
+  const Device from = src.device();
+  const Device to = device();
+  if (from == to) {
+    backend().CopyDeviceToDevice(src.data(), data(), n);
+  } else if (from.is_cpu()) {
+    backend().CopyHostToDevice(src.data(), data(), n);
+  } else if (to.is_cpu()) {
+    src.backend().CopyDeviceToHost(src.data(), data(), n);
+  } else {
+    // Between two GPUs: through the host, correct if not fast. Pipeline
+    // stages use peer copies on streams instead.
+    std::vector<float> host(n);
+    src.backend().CopyDeviceToHost(src.data(), host.data(), n);
+    backend().CopyHostToDevice(host.data(), data(), n);
+  }
+}
+
+std::vector<float> Tensor::ToVector() const {
+  std::vector<float> host(numel());
+  if (!host.empty()) backend().CopyDeviceToHost(data(), host.data(), numel());
+  return host;
+}
+
+float Tensor::Item() const {
+  TANDEM_CHECK(numel() == 1) << "Item() of a tensor of shape "
+                             << ShapeToString(shape_);
+  float value = 0.f;
+  backend().CopyDeviceToHost(data(), &value, 1);
+  return value;
+}
+
+}  // namespace tandem

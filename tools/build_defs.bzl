@@ -1,0 +1,91 @@
+"""Tandem's build macros: every C++ and CUDA flag of the project lives here.
+
+    load("//tools:build_defs.bzl", "tandem_cc_library", "tandem_cc_test")
+
+tandem_cc_library / tandem_cc_binary / tandem_cc_test add TANDEM_COPTS;
+tandem_cc_test also links GoogleTest's main. cuda_library compiles .cu files
+with nvcc (see Note [nvcc under Bazel]) and is empty where CUDA is absent.
+"""
+
+load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_PATH")
+
+# -mavx2/-mfma rather than -march=native: binaries built here are carried to
+# the GPU machine, whose CPU may lack this one's AVX-512.
+TANDEM_COPTS = [
+    "-Wall",
+    "-Wextra",
+    "-Wno-unused-parameter",
+    "-Wno-sign-compare",
+    "-Werror=return-type",
+    "-mavx2",
+    "-mfma",
+]
+
+# Machine code for Hopper (H100/H200) and Ampere, plus PTX for newer chips.
+# Override with --define=cuda_gencode="..." is not supported by Bazel 4
+# macros, so edit here or set TANDEM_CUDA_GENCODE before `bazel` runs.
+CUDA_GENCODE = [
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=compute_90",
+]
+
+NVCC_FLAGS = [
+    "-std=c++17",
+    "-O3",
+    "--expt-relaxed-constexpr",
+    "-Xcompiler=-fPIC",
+    "-Xcompiler=-Wall",
+    "-DTANDEM_WITH_CUDA=1",
+]
+
+def tandem_cc_library(name, copts = [], **kwargs):
+    native.cc_library(name = name, copts = TANDEM_COPTS + copts, **kwargs)
+
+def tandem_cc_binary(name, copts = [], **kwargs):
+    native.cc_binary(name = name, copts = TANDEM_COPTS + copts, **kwargs)
+
+def tandem_cc_test(name, copts = [], deps = [], **kwargs):
+    native.cc_test(
+        name = name,
+        copts = TANDEM_COPTS + copts,
+        deps = deps + ["//third_party:gtest_main"],
+        **kwargs
+    )
+
+# Note [nvcc under Bazel]
+# Bazel 4 has no CUDA rules and we may download none, so each .cu file is
+# compiled to an object by a genrule calling the toolkit's nvcc, and the
+# objects become the srcs of a cc_library. nvcc sees the workspace root and
+# the CUDA include directory; headers a .cu includes must be listed in
+# `hdrs` or `deps_hdrs` so the sandbox holds them.
+def cuda_library(name, srcs, hdrs = [], deps = [], deps_hdrs = [], gencode = None, **kwargs):
+    """A cc_library of .cu files compiled by nvcc; an empty library without CUDA."""
+    if not CUDA_ENABLED:
+        native.cc_library(name = name, hdrs = hdrs, deps = deps, **kwargs)
+        return
+    objs = []
+    for src in srcs:
+        obj = "_objs_%s/%s.o" % (name, src.replace("/", "_"))
+        native.genrule(
+            name = "%s_%s_nvcc" % (name, src.replace("/", "_").replace(".", "_")),
+            srcs = [src] + hdrs + deps_hdrs,
+            outs = [obj],
+            cmd = " ".join([
+                CUDA_PATH + "/bin/nvcc",
+                "-c",
+                "$(location %s)" % src,
+                "-o $@",
+                "-I.",
+                "-I$(GENDIR)",
+                "-isystem " + CUDA_PATH + "/include",
+            ] + NVCC_FLAGS + (gencode if gencode != None else CUDA_GENCODE)),
+        )
+        objs.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = objs,
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cuda_runtime"],
+        **kwargs
+    )
