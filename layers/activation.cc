@@ -1,0 +1,41 @@
+#include "layers/activation.h"
+
+#include "core/check.h"
+#include "core/ops.h"
+
+namespace tandem {
+
+std::string ActivationLayer::Describe() const {
+  return name_ + " (" + ActivationName(activation_) + ")";
+}
+
+Tensor ActivationLayer::Forward(const Tensor& x) {
+  input_ = x;
+  Tensor y = Tensor::Empty(x.shape(), x.device());
+  ops::ActivationForward(activation_, x, y);
+  return y;
+}
+
+Tensor ActivationLayer::Backward(const Tensor& dy) {
+  TANDEM_CHECK(input_.defined()) << "layer '" << name_
+                                 << "': Backward called before Forward";
+  TANDEM_CHECK(dy.shape() == input_.shape())
+      << "layer '" << Describe() << "' got output gradient "
+      << ShapeToString(dy.shape()) << ": expected "
+      << ShapeToString(input_.shape());
+  Tensor dx = Tensor::Empty(dy.shape(), dy.device());
+  ops::ActivationBackward(activation_, input_, dy, dx);
+  return dx;
+}
+
+std::unique_ptr<Layer> MakeRelu(std::string name) {
+  return std::make_unique<ActivationLayer>(std::move(name), Activation::kRelu);
+}
+std::unique_ptr<Layer> MakeGelu(std::string name) {
+  return std::make_unique<ActivationLayer>(std::move(name), Activation::kGelu);
+}
+std::unique_ptr<Layer> MakeTanh(std::string name) {
+  return std::make_unique<ActivationLayer>(std::move(name), Activation::kTanh);
+}
+
+}  // namespace tandem

@@ -1,0 +1,43 @@
+#include "layers/dropout.h"
+
+#include "core/check.h"
+#include "core/ops.h"
+
+namespace tandem {
+
+Dropout::Dropout(std::string name, float p, uint64_t seed)
+    : name_(std::move(name)), p_(p), seed_(seed) {
+  TANDEM_CHECK(p >= 0.f && p < 1.f)
+      << "layer '" << name_ << "': dropout probability must be in [0, 1), got "
+      << p;
+}
+
+std::string Dropout::Describe() const {
+  return name_ + " (Dropout p=" + std::to_string(p_) + ")";
+}
+
+Tensor Dropout::Forward(const Tensor& x) {
+  if (!training() || p_ == 0.f) {
+    mask_ = Tensor();
+    return x;
+  }
+  mask_ = Tensor::Empty(x.shape(), x.device());
+  ops::DropoutMask(p_, seed_, offset_, mask_);
+  offset_ += static_cast<uint64_t>(x.numel());
+  Tensor y = Tensor::Empty(x.shape(), x.device());
+  ops::Mul(x, mask_, y);
+  return y;
+}
+
+Tensor Dropout::Backward(const Tensor& dy) {
+  if (!mask_.defined()) return dy;
+  TANDEM_CHECK(dy.shape() == mask_.shape())
+      << "layer '" << Describe() << "' got output gradient "
+      << ShapeToString(dy.shape()) << ": expected "
+      << ShapeToString(mask_.shape());
+  Tensor dx = Tensor::Empty(dy.shape(), dy.device());
+  ops::Mul(dy, mask_, dx);
+  return dx;
+}
+
+}  // namespace tandem

@@ -1,0 +1,129 @@
+#include "layers/linear.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/check.h"
+#include "core/ops.h"
+
+namespace tandem {
+
+Init ParseInit(const std::string& name) {
+  if (name == "kaiming_uniform") return Init::kKaimingUniform;
+  if (name == "kaiming_normal") return Init::kKaimingNormal;
+  if (name == "xavier_uniform") return Init::kXavierUniform;
+  if (name == "xavier_normal") return Init::kXavierNormal;
+  TANDEM_CHECK(false) << "unknown init '" << name
+                      << "': expected kaiming_uniform, kaiming_normal, "
+                         "xavier_uniform or xavier_normal";
+  return Init::kKaimingUniform;
+}
+
+namespace {
+std::vector<float> InitialWeights(Init init, int64_t in, int64_t out, Rng& rng) {
+  std::vector<float> w(static_cast<size_t>(in * out));
+  const double fan_sum = static_cast<double>(in + out);
+  switch (init) {
+    case Init::kKaimingUniform: {
+      const float bound = static_cast<float>(std::sqrt(6.0 / in));
+      for (float& x : w) x = rng.Uniform(-bound, bound);
+      break;
+    }
+    case Init::kKaimingNormal: {
+      const float std = static_cast<float>(std::sqrt(2.0 / in));
+      for (float& x : w) x = rng.Normal(0.f, std);
+      break;
+    }
+    case Init::kXavierUniform: {
+      const float bound = static_cast<float>(std::sqrt(6.0 / fan_sum));
+      for (float& x : w) x = rng.Uniform(-bound, bound);
+      break;
+    }
+    case Init::kXavierNormal: {
+      const float std = static_cast<float>(std::sqrt(2.0 / fan_sum));
+      for (float& x : w) x = rng.Normal(0.f, std);
+      break;
+    }
+  }
+  return w;
+}
+}  // namespace
+
+Linear::Linear(std::string name, int64_t in_features, int64_t out_features,
+               Rng& rng, LinearOptions options)
+    : name_(std::move(name)), in_(in_features), out_(out_features),
+      options_(options) {
+  TANDEM_CHECK(in_ > 0 && out_ > 0)
+      << "layer '" << name_ << "': Linear sizes must be positive, got " << in_
+      << "→" << out_;
+  weight_ = Tensor::FromVector(InitialWeights(options.init, in_, out_, rng),
+                               {out_, in_}, options.device);
+  weight_grad_ = Tensor::Zeros({out_, in_}, options.device);
+  if (options.bias) {
+    bias_ = Tensor::Zeros({out_}, options.device);
+    bias_grad_ = Tensor::Zeros({out_}, options.device);
+  }
+}
+
+std::string Linear::Describe() const {
+  std::ostringstream out;
+  out << name_ << " (Linear " << in_ << "→" << out_;
+  if (options_.activation != Activation::kIdentity) {
+    out << ", " << ActivationName(options_.activation);
+  }
+  out << ")";
+  return out.str();
+}
+
+std::vector<Parameter> Linear::Parameters() {
+  std::vector<Parameter> params = {{name_ + ".weight", &weight_, &weight_grad_}};
+  if (options_.bias) params.push_back({name_ + ".bias", &bias_, &bias_grad_});
+  return params;
+}
+
+Tensor Linear::Forward(const Tensor& x) {
+  TANDEM_CHECK(x.rank() == 2 && x.dim(1) == in_)
+      << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
+      << ") got input " << ShapeToString(x.shape()) << ": expected [batch, "
+      << in_ << "]";
+  TANDEM_CHECK(x.device() == weight_.device())
+      << "layer '" << name_ << "' has parameters on " << weight_.device()
+      << " but got input on " << x.device();
+  input_ = x;
+  Tensor y = Tensor::Empty({x.dim(0), out_}, x.device());
+  ops::Gemm(x, false, weight_, true, y);  // [batch, in] x [out, in]^T
+  if (options_.activation == Activation::kIdentity) {
+    if (options_.bias) ops::AddBias(y, bias_);
+    return y;
+  }
+  // Keep x W^T + b for the activation's gradient; y gets act() of it.
+  pre_activation_ = y;
+  Tensor out = Tensor::Empty(y.shape(), y.device());
+  if (options_.bias) {
+    ops::BiasActivation(options_.activation, y, bias_, &pre_activation_, out);
+  } else {
+    ops::ActivationForward(options_.activation, y, out);
+  }
+  return out;
+}
+
+Tensor Linear::Backward(const Tensor& dy) {
+  TANDEM_CHECK(input_.defined()) << "layer '" << name_
+                                 << "': Backward called before Forward";
+  TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == input_.dim(0) && dy.dim(1) == out_)
+      << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
+      << ") got output gradient " << ShapeToString(dy.shape())
+      << ": expected [" << input_.dim(0) << ", " << out_ << "]";
+  Tensor dz = dy;
+  if (options_.activation != Activation::kIdentity) {
+    dz = Tensor::Empty(dy.shape(), dy.device());
+    ops::ActivationBackward(options_.activation, pre_activation_, dy, dz);
+  }
+  ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, 1.f);  // += dz^T x
+  if (options_.bias) ops::ColumnSums(dz, bias_grad_, 1.f);
+  Tensor dx = Tensor::Empty(input_.shape(), dy.device());
+  ops::Gemm(dz, false, weight_, false, dx);  // [batch, out] x [out, in]
+  return dx;
+}
+
+}  // namespace tandem

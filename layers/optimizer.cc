@@ -1,0 +1,122 @@
+#include "layers/optimizer.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "core/ops.h"
+
+namespace tandem {
+namespace {
+void CheckLr(float lr) {
+  TANDEM_CHECK(std::isfinite(lr) && lr >= 0.f)
+      << "learning rate must be a non-negative number, got " << lr
+      << " (--lr)";
+}
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Parameter> params) : params_(std::move(params)) {
+  for (const Parameter& p : params_) {
+    TANDEM_CHECK(p.value != nullptr && p.grad != nullptr && p.value->defined())
+        << "optimizer got parameter '" << p.name << "' without value or grad";
+    TANDEM_CHECK(p.value->shape() == p.grad->shape())
+        << "parameter '" << p.name << "' is " << ShapeToString(p.value->shape())
+        << " but its gradient is " << ShapeToString(p.grad->shape());
+  }
+}
+
+void Optimizer::ZeroGrad() {
+  for (Parameter& p : params_) ops::Fill(*p.grad, 0.f);
+}
+
+Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
+    : Optimizer(std::move(params)), options_(options) {
+  CheckLr(options.lr);
+  TANDEM_CHECK(options.momentum >= 0.f && options.momentum < 1.f)
+      << "SGD momentum must be in [0, 1), got " << options.momentum;
+  TANDEM_CHECK(!options.nesterov || options.momentum > 0.f)
+      << "Nesterov SGD needs momentum > 0";
+  if (options.momentum > 0.f) {
+    for (Parameter& p : params_) {
+      velocity_.push_back(Tensor::Zeros(p.value->shape(), p.value->device()));
+    }
+  }
+}
+
+void Sgd::set_lr(float lr) {
+  CheckLr(lr);
+  options_.lr = lr;
+}
+
+void Sgd::Step() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ops::SgdUpdate(options_, *params_[i].value, *params_[i].grad,
+                   velocity_.empty() ? nullptr : &velocity_[i]);
+  }
+  ++steps_;
+}
+
+std::vector<std::pair<std::string, Tensor*>> Sgd::State() {
+  std::vector<std::pair<std::string, Tensor*>> state;
+  for (size_t i = 0; i < velocity_.size(); ++i) {
+    state.push_back({params_[i].name + ".momentum", &velocity_[i]});
+  }
+  return state;
+}
+
+AdamW::AdamW(std::vector<Parameter> params, AdamWParams options)
+    : Optimizer(std::move(params)), options_(options) {
+  CheckLr(options.lr);
+  TANDEM_CHECK(options.beta1 >= 0.f && options.beta1 < 1.f &&
+               options.beta2 >= 0.f && options.beta2 < 1.f)
+      << "AdamW betas must be in [0, 1), got " << options.beta1 << ", "
+      << options.beta2;
+  for (Parameter& p : params_) {
+    m_.push_back(Tensor::Zeros(p.value->shape(), p.value->device()));
+    v_.push_back(Tensor::Zeros(p.value->shape(), p.value->device()));
+  }
+}
+
+void AdamW::set_lr(float lr) {
+  CheckLr(lr);
+  options_.lr = lr;
+}
+
+void AdamW::Step() {
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ops::AdamWUpdate(options_, steps_, *params_[i].value, *params_[i].grad,
+                     m_[i], v_[i]);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> AdamW::State() {
+  std::vector<std::pair<std::string, Tensor*>> state;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    state.push_back({params_[i].name + ".adam_m", &m_[i]});
+    state.push_back({params_[i].name + ".adam_v", &v_[i]});
+  }
+  return state;
+}
+
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
+                                         std::vector<Parameter> params) {
+  if (config.name == "sgd") {
+    SgdParams p;
+    p.lr = config.lr;
+    p.momentum = config.momentum;
+    p.nesterov = config.nesterov;
+    p.weight_decay = config.weight_decay;
+    return std::make_unique<Sgd>(std::move(params), p);
+  }
+  if (config.name == "adamw") {
+    AdamWParams p;
+    p.lr = config.lr;
+    p.weight_decay = config.weight_decay;
+    return std::make_unique<AdamW>(std::move(params), p);
+  }
+  TANDEM_CHECK(false) << "unknown optimizer '" << config.name
+                      << "' (--optimizer): expected sgd or adamw";
+  return nullptr;
+}
+
+}  // namespace tandem

@@ -1,0 +1,89 @@
+// Optimizers: SGD (momentum, Nesterov, weight decay) and AdamW.
+//
+//   SgdParams p;
+//   p.lr = 0.1f;
+//   p.momentum = 0.9f;
+//   Sgd sgd(model.Parameters(), p);
+//   sgd.ZeroGrad();  model.Backward(...);  sgd.Step();
+//
+// Each update is one fused pass per parameter tensor (one kernel on GPU); a
+// flat parameter buffer makes it one pass for the whole model. State tensors
+// (momentum, Adam moments) are exposed by name for checkpoints.
+#ifndef TANDEM_LAYERS_OPTIMIZER_H_
+#define TANDEM_LAYERS_OPTIMIZER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "layers/layer.h"
+
+namespace tandem {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Parameter> params);
+  virtual ~Optimizer() = default;
+
+  virtual void Step() = 0;
+  void ZeroGrad();
+  virtual std::string Name() const = 0;
+  virtual float lr() const = 0;
+  virtual void set_lr(float lr) = 0;
+
+  // Steps taken so far.
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
+  // Named state tensors ("fc1.weight.momentum", ...), for checkpoints.
+  virtual std::vector<std::pair<std::string, Tensor*>> State() = 0;
+  const std::vector<Parameter>& parameters() const { return params_; }
+
+ protected:
+  std::vector<Parameter> params_;
+  int64_t steps_ = 0;
+};
+
+class Sgd : public Optimizer {
+ public:
+  Sgd(std::vector<Parameter> params, SgdParams options);
+  void Step() override;
+  std::string Name() const override { return "sgd"; }
+  float lr() const override { return options_.lr; }
+  void set_lr(float lr) override;
+  std::vector<std::pair<std::string, Tensor*>> State() override;
+
+ private:
+  SgdParams options_;
+  std::vector<Tensor> velocity_;  // empty when momentum is 0
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Parameter> params, AdamWParams options);
+  void Step() override;
+  std::string Name() const override { return "adamw"; }
+  float lr() const override { return options_.lr; }
+  void set_lr(float lr) override;
+  std::vector<std::pair<std::string, Tensor*>> State() override;
+
+ private:
+  AdamWParams options_;
+  std::vector<Tensor> m_, v_;
+};
+
+// Builds "sgd" or "adamw" by name; errors name the --optimizer and --lr
+// flags' values.
+struct OptimizerConfig {
+  std::string name = "adamw";
+  float lr = 1e-3f;
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 0.f;
+};
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
+                                         std::vector<Parameter> params);
+
+}  // namespace tandem
+
+#endif  // TANDEM_LAYERS_OPTIMIZER_H_

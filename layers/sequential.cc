@@ -1,0 +1,58 @@
+#include "layers/sequential.h"
+
+#include <sstream>
+
+#include "core/check.h"
+
+namespace tandem {
+
+Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
+  TANDEM_CHECK(layer != nullptr) << "Sequential '" << name_ << "': null layer";
+  for (const auto& existing : layers_) {
+    TANDEM_CHECK(existing->Name() != layer->Name())
+        << "Sequential '" << name_ << "' already has a layer named '"
+        << layer->Name() << "': names must be unique (they key checkpoints)";
+  }
+  layer->SetTraining(training());
+  layers_.push_back(std::move(layer));
+  return *layers_.back();
+}
+
+Tensor Sequential::Forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& layer : layers_) h = layer->Forward(h);
+  return h;
+}
+
+Tensor Sequential::Backward(const Tensor& dy, const LayerDoneFn& on_layer_done) {
+  Tensor g = dy;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    g = layers_[i]->Backward(g);
+    if (on_layer_done) on_layer_done(i);
+  }
+  return g;
+}
+
+std::vector<Parameter> Sequential::Parameters() {
+  std::vector<Parameter> params;
+  for (auto& layer : layers_) {
+    for (Parameter& p : layer->Parameters()) params.push_back(p);
+  }
+  return params;
+}
+
+std::string Sequential::Describe() const {
+  std::ostringstream out;
+  out << name_ << " (Sequential:";
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    out << (i ? ", " : " ") << layers_[i]->Describe();
+  }
+  out << ")";
+  return out.str();
+}
+
+void Sequential::OnModeChange() {
+  for (auto& layer : layers_) layer->SetTraining(training());
+}
+
+}  // namespace tandem

@@ -1,0 +1,59 @@
+// Sequential: layers applied in order; the model type Tandem trains.
+//
+//   Sequential model("mlp");
+//   model.Add(std::make_unique<Linear>("fc1", 784, 256, rng, LinearOptions{Activation::kRelu}));
+//   model.Add(std::make_unique<Linear>("fc2", 256, 10, rng));
+//   Tensor logits = model.Forward(x);
+//   model.Backward(dlogits, [&](size_t i) { /* layer i's grads are final */ });
+//
+// The per-layer callback of Backward is how the data-parallel reducer learns
+// that gradients are ready while backward continues (see parallel/reducer.h);
+// layers themselves never see it.
+#ifndef TANDEM_LAYERS_SEQUENTIAL_H_
+#define TANDEM_LAYERS_SEQUENTIAL_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer.h"
+
+namespace tandem {
+
+class Sequential : public Layer {
+ public:
+  explicit Sequential(std::string name = "model") : name_(std::move(name)) {}
+
+  // Appends a layer; its name must be unique within this model.
+  Layer& Add(std::unique_ptr<Layer> layer);
+  template <typename L, typename... Args>
+  L& Emplace(Args&&... args) {
+    return static_cast<L&>(Add(std::make_unique<L>(std::forward<Args>(args)...)));
+  }
+
+  Tensor Forward(const Tensor& x) override;
+  Tensor Backward(const Tensor& dy) override { return Backward(dy, nullptr); }
+  // Runs backward from the last layer to the first, calling
+  // on_layer_done(i) as soon as layer i's parameter gradients are complete.
+  using LayerDoneFn = std::function<void(size_t layer_index)>;
+  Tensor Backward(const Tensor& dy, const LayerDoneFn& on_layer_done);
+
+  std::vector<Parameter> Parameters() override;
+  std::string Name() const override { return name_; }
+  std::string Describe() const override;
+
+  size_t size() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_.at(i); }
+
+ protected:
+  void OnModeChange() override;
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_LAYERS_SEQUENTIAL_H_

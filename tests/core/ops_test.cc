@@ -1,0 +1,382 @@
+// Every op with hand-computed values, one body for CPU and CUDA; then
+// CUDA-vs-CPU parity on random data (skipped, saying why, without a GPU).
+#include "core/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "tests/support/device_test.h"
+
+namespace tandem {
+namespace {
+
+using testing::DeviceTest;
+class OpsTest : public DeviceTest {
+ protected:
+  Tensor T(const std::vector<float>& v, const Shape& s) {
+    return Tensor::FromVector(v, s, device());
+  }
+};
+
+// float32 tolerance for results of a few operations on small integers.
+constexpr float kTol = 1e-5f;
+
+void ExpectNear(const std::vector<float>& actual,
+                const std::vector<float>& expected, float tol = kTol) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+  }
+}
+
+TEST_P(OpsTest, GemmAllTransposes) {
+  // A = [[1,2,3],[4,5,6]] (2x3), B = [[1,0],[0,1],[1,1]] (3x2)
+  // A B = [[4,5],[10,11]]
+  Tensor a = T({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor at = T({1, 4, 2, 5, 3, 6}, {3, 2});
+  Tensor b = T({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor bt = T({1, 0, 1, 0, 1, 1}, {2, 3});
+  const std::vector<float> ab = {4, 5, 10, 11};
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool ta = mode & 1, tb = mode & 2;
+    Tensor c = Tensor::Full({2, 2}, NAN, device());  // beta = 0 must overwrite
+    ops::Gemm(ta ? at : a, ta, tb ? bt : b, tb, c);
+    ExpectNear(c.ToVector(), ab);
+  }
+  // alpha and beta: c = 2 * A B + 0.5 * c
+  Tensor c = T({2, 2, 2, 2}, {2, 2});
+  ops::Gemm(a, false, b, false, c, 2.f, 0.5f);
+  ExpectNear(c.ToVector(), {9, 11, 21, 23});
+}
+
+TEST_P(OpsTest, GemmShapeErrorNamesShapes) {
+  Tensor a = Tensor::Zeros({64, 200}, device());
+  Tensor b = Tensor::Zeros({256, 128}, device());
+  Tensor c = Tensor::Zeros({64, 128}, device());
+  try {
+    ops::Gemm(a, false, b, false, c);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "Gemm: op(a) is [64, 200] but op(b) is [256, 128]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_P(OpsTest, BiasActivationAndColumnSums) {
+  Tensor x = T({-1, 2, 3, -4}, {2, 2});
+  Tensor bias = T({0.5f, -1}, {2});
+  Tensor pre = Tensor::Empty({2, 2}, device());
+  Tensor out = Tensor::Empty({2, 2}, device());
+  ops::BiasActivation(Activation::kRelu, x, bias, &pre, out);
+  ExpectNear(pre.ToVector(), {-0.5f, 1, 3.5f, -5});
+  ExpectNear(out.ToVector(), {0, 1, 3.5f, 0});
+  ops::AddBias(x, bias);
+  ExpectNear(x.ToVector(), {-0.5f, 1, 3.5f, -5});
+
+  Tensor sums = T({10, 20}, {2});
+  ops::ColumnSums(pre, sums, 1.f);
+  ExpectNear(sums.ToVector(), {13, 16});
+  ops::ColumnSums(pre, sums);
+  ExpectNear(sums.ToVector(), {3, -4});
+  EXPECT_THROW(ops::ColumnSums(pre, bias = Tensor::Zeros({3}, device())), Error);
+}
+
+TEST_P(OpsTest, ElementwiseOps) {
+  Tensor a = T({1, 2, 3}, {3});
+  Tensor b = T({4, 5, 6}, {3});
+  Tensor out = Tensor::Empty({3}, device());
+  ops::Add(a, b, out);
+  ExpectNear(out.ToVector(), {5, 7, 9});
+  ops::Sub(a, b, out);
+  ExpectNear(out.ToVector(), {-3, -3, -3});
+  ops::Mul(a, b, out);
+  ExpectNear(out.ToVector(), {4, 10, 18});
+  ops::Axpy(2.f, a, b);
+  ExpectNear(b.ToVector(), {6, 9, 12});
+  ops::Scale(b, 0.5f);
+  ExpectNear(b.ToVector(), {3, 4.5f, 6});
+  ops::Fill(b, -1.f);
+  ExpectNear(b.ToVector(), {-1, -1, -1});
+  EXPECT_THROW(ops::Add(a, Tensor::Zeros({4}, device()), out), Error);
+}
+
+TEST_P(OpsTest, ActivationValuesAndDerivatives) {
+  Tensor x = T({-1, 0.5f, 1}, {3});
+  Tensor y = Tensor::Empty({3}, device());
+  Tensor dy = T({1, 1, 2}, {3});
+  Tensor dx = Tensor::Empty({3}, device());
+
+  ops::ActivationForward(Activation::kRelu, x, y);
+  ExpectNear(y.ToVector(), {0, 0.5f, 1});
+  ops::ActivationBackward(Activation::kRelu, x, dy, dx);
+  ExpectNear(dx.ToVector(), {0, 1, 2});
+
+  // tanh(0.5) = 0.46211716, tanh'(x) = 1 - tanh(x)^2
+  ops::ActivationForward(Activation::kTanh, x, y);
+  ExpectNear(y.ToVector(), {-0.76159416f, 0.46211716f, 0.76159416f});
+  ops::ActivationBackward(Activation::kTanh, x, dy, dx);
+  ExpectNear(dx.ToVector(), {0.41997434f, 0.78644773f, 2 * 0.41997434f});
+
+  // GELU(x) = x Phi(x): Phi(1) = 0.84134475, Phi(0.5) = 0.69146246;
+  // GELU'(x) = Phi(x) + x phi(x): phi(1) = 0.24197072, phi(0.5) = 0.35206533
+  ops::ActivationForward(Activation::kGelu, x, y);
+  ExpectNear(y.ToVector(), {-1 * (1 - 0.84134475f), 0.5f * 0.69146246f, 0.84134475f});
+  ops::ActivationBackward(Activation::kGelu, x, dy, dx);
+  ExpectNear(dx.ToVector(), {(1 - 0.84134475f) - 0.24197072f,
+                             0.69146246f + 0.5f * 0.35206533f,
+                             2 * (0.84134475f + 0.24197072f)});
+  // accumulate adds instead of overwriting
+  ops::ActivationBackward(Activation::kRelu, x, dy, dx, /*accumulate=*/true);
+  EXPECT_NEAR(dx.ToVector()[2], 2 * (0.84134475f + 0.24197072f) + 2, kTol);
+}
+
+TEST_P(OpsTest, SoftmaxCrossEntropyHandValues) {
+  // Row 0: logits [1, 2, 3], label 2: loss = log(e + e^2 + e^3) - 3 = 0.40760596
+  // Row 1: logits [0, 0, 0], label 0: loss = log 3 = 1.0986123
+  Tensor logits = T({1, 2, 3, 0, 0, 0}, {2, 3});
+  Tensor labels = T({2, 0}, {2});
+  Tensor loss = Tensor::Empty({1}, device());
+  Tensor grad = Tensor::Empty({2, 3}, device());
+  ops::SoftmaxCrossEntropy(logits, labels, loss, &grad);
+  EXPECT_NEAR(loss.Item(), (0.40760596f + 1.0986123f) / 2, kTol);
+  // softmax([1,2,3]) = [0.09003057, 0.24472847, 0.66524096]
+  ExpectNear(grad.ToVector(),
+             {0.09003057f / 2, 0.24472847f / 2, (0.66524096f - 1) / 2,
+              (1.f / 3 - 1) / 2, 1.f / 6, 1.f / 6});
+  // A custom normalizer (the global batch in data parallelism).
+  ops::SoftmaxCrossEntropy(logits, labels, loss, nullptr, 4.f);
+  EXPECT_NEAR(loss.Item(), (0.40760596f + 1.0986123f) / 4, kTol);
+  // Large logits stay finite (max subtraction).
+  Tensor big = T({1000, 0}, {1, 2});
+  Tensor one = T({1}, {1});
+  ops::SoftmaxCrossEntropy(big, one, loss, nullptr);
+  EXPECT_NEAR(loss.Item(), 1000.f, 1e-2f);
+}
+
+TEST_P(OpsTest, MseHandValues) {
+  Tensor pred = T({1, 2, 3, 4}, {2, 2});
+  Tensor target = T({1, 0, 3, 1}, {2, 2});
+  Tensor loss = Tensor::Empty({1}, device());
+  Tensor grad = Tensor::Empty({2, 2}, device());
+  ops::Mse(pred, target, loss, &grad);
+  EXPECT_NEAR(loss.Item(), (0 + 4 + 0 + 9) / 4.f, kTol);
+  ExpectNear(grad.ToVector(), {0, 2 * 2 / 4.f, 0, 2 * 3 / 4.f});
+  EXPECT_THROW(ops::Mse(pred, Tensor::Zeros({4}, device()), loss, nullptr), Error);
+}
+
+TEST_P(OpsTest, ArgmaxAndCountCorrect) {
+  Tensor logits = T({0.1f, 0.9f, 0.0f, 3, 1, 2, 5, 5, 1}, {3, 3});
+  Tensor idx = Tensor::Empty({3}, device());
+  ops::Argmax(logits, idx);
+  ExpectNear(idx.ToVector(), {1, 0, 0});  // ties pick the first
+  Tensor labels = T({1, 2, 0}, {3});
+  Tensor correct = Tensor::Empty({1}, device());
+  ops::CountCorrect(logits, labels, correct);
+  EXPECT_EQ(correct.Item(), 2.f);
+}
+
+TEST_P(OpsTest, DropoutMaskRateScaleAndDeterminism) {
+  const int64_t n = 100000;
+  Tensor mask = Tensor::Empty({n}, device());
+  ops::DropoutMask(0.25f, 42, 0, mask);
+  const std::vector<float> m = mask.ToVector();
+  int64_t zeros = 0;
+  for (float v : m) {
+    if (v == 0.f) ++zeros;
+    else EXPECT_FLOAT_EQ(v, 1.f / 0.75f);
+  }
+  EXPECT_NEAR(static_cast<double>(zeros) / n, 0.25, 0.01);
+  // Same seed and offset: same mask; an offset continues the stream.
+  Tensor again = Tensor::Empty({n - 10}, device());
+  ops::DropoutMask(0.25f, 42, 10, again);
+  const std::vector<float> tail = again.ToVector();
+  for (int64_t i = 0; i < n - 10; ++i) ASSERT_EQ(tail[i], m[i + 10]);
+  EXPECT_THROW(ops::DropoutMask(1.f, 1, 0, mask), Error);
+}
+
+TEST_P(OpsTest, SgdUpdateMatchesHandMath) {
+  // g' = g + wd p = 1 + 0.1*2 = 1.2; v = 0.9*0.5 + 1.2 = 1.65
+  // plain: p = 2 - 0.1*1.65 = 1.835; nesterov: g'' = 1.2 + 0.9*1.65 = 2.685,
+  // p = 2 - 0.2685 = 1.7315
+  SgdParams s;
+  s.lr = 0.1f;
+  s.momentum = 0.9f;
+  s.weight_decay = 0.1f;
+  Tensor p = T({2}, {1}), g = T({1}, {1}), v = T({0.5f}, {1});
+  ops::SgdUpdate(s, p, g, &v);
+  EXPECT_NEAR(p.Item(), 1.835f, kTol);
+  EXPECT_NEAR(v.Item(), 1.65f, kTol);
+  s.nesterov = true;
+  p = T({2}, {1});
+  v = T({0.5f}, {1});
+  ops::SgdUpdate(s, p, g, &v);
+  EXPECT_NEAR(p.Item(), 1.7315f, kTol);
+  EXPECT_THROW(ops::SgdUpdate(s, p, g, nullptr), Error);
+}
+
+TEST_P(OpsTest, AdamWUpdateMatchesHandMath) {
+  // step 1, p = 1, g = 0.5, lr 0.1, wd 0.01:
+  // p <- 1 - 0.1*0.01*1 = 0.999; m = 0.05, v = 0.00025;
+  // m_hat = 0.5, v_hat = 0.25; p <- 0.999 - 0.1 * 0.5 / (0.5 + 1e-8) = 0.899
+  AdamWParams a;
+  a.lr = 0.1f;
+  a.weight_decay = 0.01f;
+  Tensor p = T({1}, {1}), g = T({0.5f}, {1});
+  Tensor m = Tensor::Zeros({1}, device()), v = Tensor::Zeros({1}, device());
+  ops::AdamWUpdate(a, 1, p, g, m, v);
+  EXPECT_NEAR(p.Item(), 0.899f, kTol);
+  EXPECT_NEAR(m.Item(), 0.05f, kTol);
+  EXPECT_NEAR(v.Item(), 0.00025f, 1e-8f);
+  EXPECT_THROW(ops::AdamWUpdate(a, 0, p, g, m, v), Error);
+}
+
+TEST_P(OpsTest, ZeroSizedOperandsAreNoOps) {
+  Tensor e = Tensor::Zeros({0, 3}, device());
+  Tensor w = Tensor::Zeros({3, 2}, device());
+  Tensor out = Tensor::Zeros({0, 2}, device());
+  ops::Gemm(e, false, w, false, out);
+  Tensor loss = Tensor::Full({1}, 9.f, device());
+  Tensor labels = Tensor::Zeros({0}, device());
+  ops::SoftmaxCrossEntropy(e, labels, loss, nullptr);
+  EXPECT_EQ(loss.Item(), 0.f);
+}
+
+INSTANTIATE_DEVICE_TEST_SUITE_P(OpsTest);
+
+// ---- CUDA vs CPU parity on random data ----
+
+std::vector<float> RandomVector(int64_t n, Rng& rng, float scale = 1.f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.Normal(0.f, scale);
+  return v;
+}
+
+// Relative error ||a - b|| / ||b||, which is what fp32 tolerances bound.
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class ParityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) {
+      GTEST_SKIP() << "CUDA-vs-CPU parity needs a GPU: " << CudaUnavailableReason();
+    }
+  }
+  // Runs `op` on CPU copies and on cuda:0 copies of `inputs` and compares
+  // every input/output tensor afterwards.
+  void Compare(const std::string& what, std::vector<Tensor> inputs,
+               const std::function<void(std::vector<Tensor>&)>& op,
+               double tolerance = 1e-5) {
+    std::vector<Tensor> gpu;
+    for (Tensor& t : inputs) gpu.push_back(t.To(Device::Cuda(0)));
+    op(inputs);
+    op(gpu);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const double err = RelativeError(gpu[i].ToVector(), inputs[i].ToVector());
+      std::cout << what << " tensor " << i << ": relative error " << err << "\n";
+      EXPECT_LE(err, tolerance) << what << " tensor " << i;
+    }
+  }
+  Rng rng_{2024};
+};
+
+TEST_F(ParityTest, Gemm) {
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool ta = mode & 1, tb = mode & 2;
+    const int64_t m = 67, n = 45, k = 129;
+    Tensor a = Tensor::FromVector(RandomVector(m * k, rng_), ta ? Shape{k, m} : Shape{m, k});
+    Tensor b = Tensor::FromVector(RandomVector(k * n, rng_), tb ? Shape{n, k} : Shape{k, n});
+    Tensor c = Tensor::FromVector(RandomVector(m * n, rng_), {m, n});
+    Compare("gemm" + std::to_string(mode), {a, b, c}, [&](std::vector<Tensor>& t) {
+      ops::Gemm(t[0], ta, t[1], tb, t[2], 0.7f, 0.3f);
+    });
+  }
+}
+
+TEST_F(ParityTest, ElementwiseActivationsAndReductions) {
+  const int64_t rows = 333, cols = 129;
+  Tensor x = Tensor::FromVector(RandomVector(rows * cols, rng_, 2.f), {rows, cols});
+  Tensor bias = Tensor::FromVector(RandomVector(cols, rng_), {cols});
+  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu,
+                         Activation::kTanh}) {
+    Tensor pre = Tensor::Zeros({rows, cols}), out = Tensor::Zeros({rows, cols});
+    Tensor dy = Tensor::FromVector(RandomVector(rows * cols, rng_), {rows, cols});
+    Tensor dx = Tensor::FromVector(RandomVector(rows * cols, rng_), {rows, cols});
+    Compare(std::string("bias_activation/") + ActivationName(act),
+            {x, bias, pre, out, dy, dx}, [&](std::vector<Tensor>& t) {
+              ops::BiasActivation(act, t[0], t[1], &t[2], t[3]);
+              ops::ActivationBackward(act, t[2], t[4], t[5], /*accumulate=*/true);
+            });
+  }
+  Tensor sums = Tensor::FromVector(RandomVector(cols, rng_), {cols});
+  Compare("column_sums", {x, sums},
+          [](std::vector<Tensor>& t) { ops::ColumnSums(t[0], t[1], 0.5f); });
+  Tensor y = Tensor::FromVector(RandomVector(rows * cols, rng_), {rows, cols});
+  Tensor out = Tensor::Zeros({rows, cols});
+  Compare("binary+axpy+scale", {x, y, out}, [](std::vector<Tensor>& t) {
+    ops::Mul(t[0], t[1], t[2]);
+    ops::Axpy(-0.5f, t[0], t[2]);
+    ops::Scale(t[2], 3.f);
+  });
+}
+
+TEST_F(ParityTest, LossesArgmaxDropout) {
+  const int64_t rows = 517, classes = 10;
+  Tensor logits = Tensor::FromVector(RandomVector(rows * classes, rng_, 3.f), {rows, classes});
+  std::vector<float> label_values(rows);
+  for (float& l : label_values) l = static_cast<float>(rng_.UniformInt(classes));
+  Tensor labels = Tensor::FromVector(label_values, {rows});
+  Tensor loss = Tensor::Zeros({1}), grad = Tensor::Zeros({rows, classes});
+  Tensor idx = Tensor::Zeros({rows}), correct = Tensor::Zeros({1});
+  Compare("softmax_ce+argmax", {logits, labels, loss, grad, idx, correct},
+          [](std::vector<Tensor>& t) {
+            ops::SoftmaxCrossEntropy(t[0], t[1], t[2], &t[3], 1000.f);
+            ops::Argmax(t[0], t[4]);
+            ops::CountCorrect(t[0], t[1], t[5]);
+          });
+  Tensor target = Tensor::FromVector(RandomVector(rows * classes, rng_), {rows, classes});
+  Tensor mse_grad = Tensor::Zeros({rows, classes});
+  Compare("mse", {logits, target, loss, mse_grad}, [](std::vector<Tensor>& t) {
+    ops::Mse(t[0], t[1], t[2], &t[3]);
+  });
+  Tensor mask = Tensor::Zeros({100003});
+  Compare("dropout_mask (bitwise)", {mask},
+          [](std::vector<Tensor>& t) { ops::DropoutMask(0.3f, 77, 123, t[0]); },
+          /*tolerance=*/0.0);
+}
+
+TEST_F(ParityTest, OptimizerUpdates) {
+  const int64_t n = 100001;
+  Tensor p = Tensor::FromVector(RandomVector(n, rng_), {n});
+  Tensor g = Tensor::FromVector(RandomVector(n, rng_), {n});
+  Tensor v = Tensor::FromVector(RandomVector(n, rng_), {n});
+  Tensor m2 = Tensor::FromVector(RandomVector(n, rng_, 0.1f), {n});
+  Tensor v2 = Tensor::FromVector(RandomVector(n, rng_, 0.1f), {n});
+  SgdParams s;
+  s.lr = 0.05f;
+  s.momentum = 0.9f;
+  s.nesterov = true;
+  s.weight_decay = 1e-4f;
+  Compare("sgd", {p, g, v}, [&](std::vector<Tensor>& t) { ops::SgdUpdate(s, t[0], t[1], &t[2]); });
+  // AdamW needs v >= 0.
+  ops::Mul(v2, v2, v2);
+  AdamWParams a;
+  Compare("adamw", {p, g, m2, v2}, [&](std::vector<Tensor>& t) {
+    ops::AdamWUpdate(a, 3, t[0], t[1], t[2], t[3]);
+  });
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,110 @@
+#include "layers/linear.h"
+
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+#include "core/ops.h"
+#include "tests/support/device_test.h"
+#include "tests/support/gradient_check.h"
+
+namespace tandem {
+namespace {
+
+using testing::DeviceTest;
+class LinearTest : public DeviceTest {
+ protected:
+  Tensor RandomInput(int64_t rows, int64_t cols, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<float> v(rows * cols);
+    for (float& x : v) x = rng.Normal();
+    return Tensor::FromVector(v, {rows, cols}, device());
+  }
+};
+
+TEST_P(LinearTest, ForwardHandValues) {
+  Rng rng(0);
+  LinearOptions o;
+  o.device = device();
+  Linear fc("fc", 3, 2, rng, o);
+  fc.weight().CopyFrom(Tensor::FromVector({1, 0, -1, 2, 1, 0}, {2, 3}));
+  fc.bias().CopyFrom(Tensor::FromVector({0.5f, -1}, {2}));
+  Tensor x = Tensor::FromVector({1, 2, 3, -1, 0, 1}, {2, 3}, device());
+  // row 0: [1-3, 2+2] + b = [-1.5, 3]; row 1: [-1-1, -2] + b = [-1.5, -3]
+  EXPECT_EQ(fc.Forward(x).ToVector(), (std::vector<float>{-1.5f, 3, -1.5f, -3}));
+}
+
+TEST_P(LinearTest, GradientsAllActivations) {
+  for (Activation act : {Activation::kIdentity, Activation::kRelu,
+                         Activation::kGelu, Activation::kTanh}) {
+    Rng rng(1);
+    LinearOptions o;
+    o.activation = act;
+    o.device = device();
+    Linear fc(std::string("fc_") + ActivationName(act), 7, 5, rng, o);
+    EXPECT_LT(testing::CheckLayerGradients(fc, RandomInput(4, 7, 2)), 1e-2)
+        << ActivationName(act);
+  }
+}
+
+TEST_P(LinearTest, BackwardAccumulatesIntoGradients) {
+  Rng rng(3);
+  LinearOptions o;
+  o.device = device();
+  Linear fc("fc", 4, 3, rng, o);
+  Tensor x = RandomInput(2, 4, 4);
+  Tensor dy = RandomInput(2, 3, 5);
+  ZeroGrad(fc);
+  fc.Forward(x);
+  fc.Backward(dy);
+  const std::vector<float> once = fc.Parameters()[0].grad->ToVector();
+  fc.Forward(x);
+  fc.Backward(dy);
+  const std::vector<float> twice = fc.Parameters()[0].grad->ToVector();
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(twice[i], 2 * once[i], 1e-5);
+}
+
+TEST_P(LinearTest, ShapeErrorNamesLayerAndShapes) {
+  Rng rng(0);
+  LinearOptions o;
+  o.device = device();
+  Linear fc("fc2", 256, 128, rng, o);
+  try {
+    fc.Forward(Tensor::Zeros({64, 200}, device()));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "layer 'fc2' (Linear 256→128) got input [64, 200]: expected [batch, 256]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_P(LinearTest, SameSeedSameWeights) {
+  Rng a(42), b(42);
+  LinearOptions o;
+  o.device = device();
+  Linear fa("fc", 10, 10, a, o), fb("fc", 10, 10, b, o);
+  EXPECT_EQ(fa.weight().ToVector(), fb.weight().ToVector());
+}
+
+TEST(LinearInitTest, InitScales) {
+  for (Init init : {Init::kKaimingUniform, Init::kKaimingNormal,
+                    Init::kXavierUniform, Init::kXavierNormal}) {
+    Rng rng(5);
+    LinearOptions o;
+    o.init = init;
+    Linear fc("fc", 400, 100, rng, o);
+    double sum_sq = 0;
+    for (float w : fc.weight().ToVector()) sum_sq += double(w) * w;
+    const double var = sum_sq / (400 * 100);
+    const bool kaiming = init == Init::kKaimingUniform || init == Init::kKaimingNormal;
+    const double expected = kaiming ? 2.0 / 400 : 2.0 / 500;
+    EXPECT_NEAR(var, expected, 0.05 * expected);
+  }
+  EXPECT_THROW(ParseInit("he"), Error);
+}
+
+INSTANTIATE_DEVICE_TEST_SUITE_P(LinearTest);
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,67 @@
+#include "layers/sequential.h"
+
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+#include "layers/activation.h"
+#include "layers/linear.h"
+#include "tests/support/device_test.h"
+#include "tests/support/gradient_check.h"
+
+namespace tandem {
+namespace {
+
+using testing::DeviceTest;
+class SequentialTest : public DeviceTest {};
+
+TEST_P(SequentialTest, GradientsAndLayerDoneOrder) {
+  Rng rng(0);
+  LinearOptions o;
+  o.device = device();
+  Sequential model("net");
+  model.Emplace<Linear>("fc1", 5, 4, rng, o);
+  model.Add(MakeTanh("act1"));
+  model.Emplace<Linear>("fc2", 4, 3, rng, o);
+  Tensor x = Tensor::FromVector({0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 1, 2, -1, 0.5f, 0},
+                                {2, 5}, device());
+  EXPECT_LT(testing::CheckLayerGradients(model, x), 1e-2);
+
+  std::vector<size_t> order;
+  model.Forward(x);
+  model.Backward(Tensor::Zeros({2, 3}, device()), [&](size_t i) { order.push_back(i); });
+  EXPECT_EQ(order, (std::vector<size_t>{2, 1, 0}));
+}
+
+TEST(SequentialNamesTest, ParameterNamesAndUniqueness) {
+  Rng rng(0);
+  Sequential model;
+  model.Emplace<Linear>("fc1", 2, 2, rng);
+  model.Emplace<Linear>("fc2", 2, 1, rng);
+  std::vector<std::string> names;
+  for (const Parameter& p : model.Parameters()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight",
+                                             "fc2.bias"}));
+  EXPECT_THROW(model.Emplace<Linear>("fc1", 1, 1, rng), Error);
+  model.SetTraining(false);
+  EXPECT_FALSE(model.layer(0).training());
+}
+
+TEST(SequentialNamesTest, ShapeMismatchBetweenLayersNamesTheLayer) {
+  Rng rng(0);
+  Sequential model;
+  model.Emplace<Linear>("fc1", 4, 8, rng);
+  model.Emplace<Linear>("fc2", 6, 2, rng);
+  try {
+    model.Forward(Tensor::Zeros({3, 4}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'fc2' (Linear 6→2) got input [3, 8]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+INSTANTIATE_DEVICE_TEST_SUITE_P(SequentialTest);
+
+}  // namespace
+}  // namespace tandem
