@@ -1,14 +1,31 @@
 #include "core/cuda/cuda_backend.h"
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "core/check.h"
+#include "core/cuda/caching_allocator.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/device_guard.h"
+#include "core/cuda/event.h"
+#include "core/cuda/kernels.h"
+#include "core/cuda/stream.h"
 
 namespace tandem {
 namespace cuda {
 namespace {
+
+// ---------------------------------------------------------------------------
+// Availability.
 
 struct Availability {
   int count = 0;
@@ -32,15 +49,468 @@ const Availability& Probe() {
   return availability;
 }
 
+std::atomic<bool>& Tf32Flag() {
+  static std::atomic<bool> allow = [] {
+    const char* env = std::getenv("TANDEM_ALLOW_TF32");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return allow;
+}
+
+// ---------------------------------------------------------------------------
+// Owned handles. Destructors release with the raw call and only log.
+
+class CublasHandle {
+ public:
+  CublasHandle() { CUBLAS_CHECK(cublasCreate(&handle_)); }
+  ~CublasHandle() {
+    const cublasStatus_t status = cublasDestroy(handle_);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "tandem: ignoring %s in cublasDestroy\n",
+                   internal::CublasErrorText(status).c_str());
+    }
+  }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+// Device memory outside the caching allocator (the cuBLAS workspace lives as
+// long as the context, and should not show in the tensors' memory stats).
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    CUDA_CHECK(cudaMalloc(&data_, bytes)) << "allocating " << bytes << " bytes";
+  }
+  ~DeviceBuffer() { TANDEM_CUDA_LOG_IF_ERROR(cudaFree(data_)); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+};
+
+// Page-locked host memory: the GPU's copy engines read and write it directly,
+// so cudaMemcpyAsync from or to it is truly asynchronous.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { Release(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  // Grows (discarding the contents) to at least `bytes`. The caller must
+  // know that no queued copy still uses the old buffer.
+  void Reserve(size_t bytes) {
+    if (bytes <= capacity_) return;
+    Release();
+    CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocPortable))
+        << "allocating " << bytes << " bytes of pinned host memory";
+    capacity_ = bytes;
+  }
+  char* data() const { return static_cast<char*>(data_); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void Release() {
+    if (data_ != nullptr) TANDEM_CUDA_LOG_IF_ERROR(cudaFreeHost(data_));
+    data_ = nullptr;
+    capacity_ = 0;
+  }
+
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Scratch device memory for one op, from the context's allocator. Freed as
+// soon as the op is queued: see Note [Stream-ordered reuse].
+class Scratch {
+ public:
+  Scratch(Allocator& allocator, size_t bytes)
+      : allocator_(allocator),
+        bytes_(bytes),
+        data_(allocator.Allocate(bytes)) {}
+  ~Scratch() { allocator_.Free(data_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  void* data() const { return data_; }
+
+ private:
+  Allocator& allocator_;
+  size_t bytes_;
+  void* data_;
+};
+
+// ---------------------------------------------------------------------------
+// Staging for host <-> device copies.
+//
+// Note [Pinned staging]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Tensor data on the host is ordinary pageable memory. cudaMemcpyAsync from
+// pageable memory is not asynchronous, and the caller may reuse or free its
+// buffer as soon as CopyHostToDevice returns. So a host-to-device copy first
+// memcpy's the data into a pinned staging slot, then queues the DMA from the
+// slot on the compute stream and returns: the caller's buffer is free at
+// once, and the transfer overlaps whatever the host does next.
+//
+// The slot itself must not be overwritten while its DMA may still read it:
+// an event is recorded after each staged copy and synchronised before the
+// slot is filled again. Two slots alternate, so filling one overlaps the
+// DMA out of the other; copies larger than a slot go in slot-sized chunks.
+//
+// Device-to-host copies mirror this: the DMA goes into a slot, the host waits
+// for the event recorded after it (that is, for everything queued on the
+// stream so far, as cudaStreamSynchronize would, but not for work other
+// threads queue later) and copies the slot out, while the next chunk's DMA
+// fills the other slot. This wait is the one place a copy blocks.
+
+class StagingSlots {
+ public:
+  struct Slot {
+    PinnedBuffer buffer;
+    Event done;  // recorded after the last DMA that used `buffer`
+  };
+
+  // Returns the next slot, free for the host to fill or read: its previous
+  // DMA has completed, and its buffer holds at least `bytes`.
+  Slot& Next(size_t bytes) {
+    Slot& slot = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    // Returns at once if nothing was recorded yet.
+    slot.done.Synchronize();
+    if (bytes > slot.buffer.capacity()) {
+      // Grow geometrically from 1 MiB: cudaHostAlloc is slow (it pins pages),
+      // so a few early copies should settle the size for good.
+      const size_t grown =
+          std::max(kMinStagingBytes, 2 * slot.buffer.capacity());
+      slot.buffer.Reserve(std::max(bytes, std::min(grown, kStagingChunkBytes)));
+    }
+    return slot;
+  }
+
+ private:
+  static constexpr size_t kMinStagingBytes = size_t{1} << 20;
+
+  std::array<Slot, 2> slots_;
+  size_t next_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// The context.
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+class CudaBackend : public Backend {
+ public:
+  // Requires `device` to be the current device (GetCudaBackend sees to it):
+  // the stream, events and cuBLAS handle are created on the current device.
+  explicit CudaBackend(int device)
+      : device_(device), allocator_(device), workspace_(kCublasWorkspaceBytes) {
+    // cublasSetStream resets the workspace to cuBLAS's own pool, so bind the
+    // stream first and the workspace second.
+    CUBLAS_CHECK(cublasSetStream(cublas_.get(), stream_.get()));
+    CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), workspace_.data(),
+                                    workspace_.bytes()));
+    CUBLAS_CHECK(cublasSetPointerMode(cublas_.get(), CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_CHECK(cublasSetMathMode(cublas_.get(), CUBLAS_DEFAULT_MATH));
+    description_ = MakeDescription();
+  }
+
+  Device device() const override { return Device::Cuda(device_); }
+  Allocator& allocator() override { return allocator_; }
+  std::string Describe() const override { return description_; }
+  cudaStream_t stream() const { return stream_.get(); }
+
+  // See Note [Pinned staging].
+  void CopyHostToDevice(const float* host, float* dst, int64_t n) override {
+    if (n <= 0) return;
+    DeviceGuard guard(device_);
+    std::lock_guard<std::mutex> lock(h2d_mutex_);
+    const char* from = reinterpret_cast<const char*>(host);
+    char* to = reinterpret_cast<char*>(dst);
+    const size_t total = static_cast<size_t>(n) * sizeof(float);
+    for (size_t offset = 0; offset < total;) {
+      const size_t chunk = std::min(total - offset, kStagingChunkBytes);
+      StagingSlots::Slot& slot = h2d_.Next(chunk);
+      std::memcpy(slot.buffer.data(), from + offset, chunk);
+      CUDA_CHECK(cudaMemcpyAsync(to + offset, slot.buffer.data(), chunk,
+                                 cudaMemcpyHostToDevice, stream_.get()))
+          << "copying " << chunk << " bytes to cuda:" << device_;
+      slot.done.Record(stream_.get());
+      offset += chunk;
+    }
+  }
+
+  // See Note [Pinned staging].
+  void CopyDeviceToHost(const float* src, float* host, int64_t n) override {
+    if (n <= 0) return;
+    DeviceGuard guard(device_);
+    std::lock_guard<std::mutex> lock(d2h_mutex_);
+    const char* from = reinterpret_cast<const char*>(src);
+    char* to = reinterpret_cast<char*>(host);
+    const size_t total = static_cast<size_t>(n) * sizeof(float);
+    // Chunk i goes through slot i % 2; chunk i is read out on the host while
+    // chunk i + 1 is in flight.
+    size_t pending_offset = 0, pending_bytes = 0;
+    StagingSlots::Slot* pending = nullptr;
+    for (size_t offset = 0; offset < total;) {
+      const size_t chunk = std::min(total - offset, kStagingChunkBytes);
+      StagingSlots::Slot& slot = d2h_.Next(chunk);
+      CUDA_CHECK(cudaMemcpyAsync(slot.buffer.data(), from + offset, chunk,
+                                 cudaMemcpyDeviceToHost, stream_.get()))
+          << "copying " << chunk << " bytes from cuda:" << device_;
+      slot.done.Record(stream_.get());
+      if (pending != nullptr) {
+        pending->done.Synchronize();
+        std::memcpy(to + pending_offset, pending->buffer.data(), pending_bytes);
+      }
+      pending = &slot;
+      pending_offset = offset;
+      pending_bytes = chunk;
+      offset += chunk;
+    }
+    pending->done.Synchronize();
+    std::memcpy(to + pending_offset, pending->buffer.data(), pending_bytes);
+  }
+
+  void CopyDeviceToDevice(const float* src, float* dst, int64_t n) override {
+    if (n <= 0 || src == dst) return;
+    DeviceGuard guard(device_);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                               cudaMemcpyDeviceToDevice, stream_.get()));
+  }
+
+  void Synchronize() override {
+    DeviceGuard guard(device_);
+    CUDA_CHECK(cudaStreamSynchronize(stream_.get()))
+        << "waiting for cuda:" << device_;
+  }
+
+  // Row-major C = op(A) op(B) through column-major cuBLAS: a row-major [r, c]
+  // matrix is a column-major [c, r] one, i.e. its transpose. So cuBLAS
+  // computes C^T [n, m] = op(B)^T op(A)^T, passing B first. Leading
+  // dimensions are the stored row lengths: A is [m, k] (lda = k) or, when
+  // transposed, [k, m] (lda = m); B is [k, n] (ldb = n) or [n, k] (ldb = k).
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+            float alpha, const float* a, const float* b, float beta,
+            float* c) override {
+    if (m <= 0 || n <= 0) return;
+    DeviceGuard guard(device_);
+    if (k <= 0) {
+      // An empty sum; cuBLAS rejects lda = 0. beta == 0 overwrites garbage.
+      if (beta == 0.f) {
+        kernels::Fill(stream_.get(), 0.f, c, m * n);
+      } else {
+        kernels::Scale(stream_.get(), beta, c, m * n);
+      }
+      return;
+    }
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int64_t lda = trans_a ? m : k;
+    const int64_t ldb = trans_b ? k : n;
+    // One host thread at a time per handle (cuBLAS handles are not
+    // thread-safe); the math mode follows SetAllowTf32.
+    std::lock_guard<std::mutex> lock(cublas_mutex_);
+    const bool tf32 = AllowTf32();
+    if (tf32 != tf32_) {
+      CUBLAS_CHECK(
+          cublasSetMathMode(cublas_.get(), tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                : CUBLAS_DEFAULT_MATH));
+      tf32_ = tf32;
+    }
+    CUBLAS_CHECK(cublasSgemm_64(cublas_.get(), op_b, op_a, n, m, k, &alpha, b,
+                                ldb, a, lda, &beta, c, n))
+        << "Gemm m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a
+        << " trans_b=" << trans_b << " on cuda:" << device_;
+  }
+
+  void BiasActivation(Activation activation, const float* x, const float* bias,
+                      float* pre, float* out, int64_t rows,
+                      int64_t cols) override {
+    DeviceGuard guard(device_);
+    kernels::BiasActivation(stream_.get(), activation, x, bias, pre, out, rows,
+                            cols);
+  }
+
+  void ColumnSums(const float* x, int64_t rows, int64_t cols, float beta,
+                  float* out) override {
+    DeviceGuard guard(device_);
+    kernels::ColumnSums(stream_.get(), x, rows, cols, beta, out);
+  }
+
+  void Binary(BinaryOp op, const float* a, const float* b, float* out,
+              int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::Binary(stream_.get(), op, a, b, out, n);
+  }
+
+  void Axpy(float alpha, const float* x, float* y, int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::Axpy(stream_.get(), alpha, x, y, n);
+  }
+
+  void Scale(float alpha, float* x, int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::Scale(stream_.get(), alpha, x, n);
+  }
+
+  void Fill(float value, float* x, int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::Fill(stream_.get(), value, x, n);
+  }
+
+  void ActivationForward(Activation activation, const float* x, float* y,
+                         int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::ActivationForward(stream_.get(), activation, x, y, n);
+  }
+
+  void ActivationBackward(Activation activation, const float* x,
+                          const float* dy, float* dx, int64_t n,
+                          bool accumulate) override {
+    DeviceGuard guard(device_);
+    kernels::ActivationBackward(stream_.get(), activation, x, dy, dx, n,
+                                accumulate);
+  }
+
+  void SoftmaxCrossEntropy(const float* logits, const float* labels,
+                           int64_t rows, int64_t classes, float normalizer,
+                           float* loss, float* dlogits) override {
+    if (rows <= 0) return;
+    DeviceGuard guard(device_);
+    Scratch scratch(allocator_, kernels::SoftmaxCrossEntropyScratchBytes(rows));
+    kernels::SoftmaxCrossEntropy(stream_.get(), logits, labels, rows, classes,
+                                 normalizer, scratch.data(), loss, dlogits);
+  }
+
+  void Mse(const float* pred, const float* target, int64_t n, float normalizer,
+           float* loss, float* dpred) override {
+    if (n <= 0) return;
+    DeviceGuard guard(device_);
+    Scratch scratch(allocator_, kernels::MseScratchBytes(n));
+    kernels::Mse(stream_.get(), pred, target, n, normalizer, scratch.data(),
+                 loss, dpred);
+  }
+
+  void Argmax(const float* x, int64_t rows, int64_t cols, float* out) override {
+    DeviceGuard guard(device_);
+    kernels::Argmax(stream_.get(), x, rows, cols, out);
+  }
+
+  void CountCorrect(const float* logits, const float* labels, int64_t rows,
+                    int64_t classes, float* out) override {
+    if (rows <= 0) return;
+    DeviceGuard guard(device_);
+    Scratch scratch(allocator_, kernels::CountCorrectScratchBytes(rows));
+    kernels::CountCorrect(stream_.get(), logits, labels, rows, classes,
+                          scratch.data(), out);
+  }
+
+  void DropoutMask(float p, uint64_t seed, uint64_t offset, float* mask,
+                   int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::DropoutMask(stream_.get(), p, seed, offset, mask, n);
+  }
+
+  void SgdUpdate(const SgdParams& params, float* param, const float* grad,
+                 float* velocity, int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::SgdUpdate(stream_.get(), params, param, grad, velocity, n);
+  }
+
+  void AdamWUpdate(const AdamWParams& params, int64_t step, float* param,
+                   const float* grad, float* m, float* v, int64_t n) override {
+    DeviceGuard guard(device_);
+    kernels::AdamWUpdate(stream_.get(), params, step, param, grad, m, v, n);
+  }
+
+ private:
+  std::string MakeDescription() {
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    int runtime = 0, driver = 0, cublas = 0;
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    CUBLAS_CHECK(cublasGetVersion(cublas_.get(), &cublas));
+    auto version = [](int v) {
+      return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+    };
+    return "cuda:" + std::to_string(device_) + " (" + prop.name + ", sm_" +
+           std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+           std::to_string(prop.multiProcessorCount) + " SMs, " +
+           std::to_string(prop.totalGlobalMem >> 20) + " MiB; CUDA runtime " +
+           version(runtime) + ", driver " + version(driver) + ", cuBLAS " +
+           std::to_string(cublas) + ")";
+  }
+
+  const int device_;
+  // Declaration order is construction order: the stream before the cuBLAS
+  // handle bound to it, and destruction runs the other way.
+  Stream stream_;
+  CachingAllocator allocator_;
+  DeviceBuffer workspace_;
+  CublasHandle cublas_;
+  std::mutex cublas_mutex_;
+  bool tf32_ = false;  // the handle's math mode; guarded by cublas_mutex_
+  std::mutex h2d_mutex_;
+  StagingSlots h2d_;
+  std::mutex d2h_mutex_;
+  StagingSlots d2h_;
+  std::string description_;
+};
+
+constexpr int kMaxDevices = 64;
+
+std::array<std::atomic<CudaBackend*>, kMaxDevices>& Contexts() {
+  static std::array<std::atomic<CudaBackend*>, kMaxDevices> contexts{};
+  return contexts;
+}
+
+CudaBackend& Context(int index) {
+  const int count = DeviceCount();
+  TANDEM_CHECK(index >= 0 && index < count)
+      << "cuda:" << index << " is not available: "
+      << (count == 0 ? UnavailableReason()
+                     : std::to_string(count) + " CUDA device(s) visible");
+  TANDEM_CHECK(index < kMaxDevices) << "cuda:" << index << ": Tandem supports "
+                                    << kMaxDevices << " devices per process";
+  std::atomic<CudaBackend*>& slot = Contexts()[index];
+  // Double-checked: the common path is one atomic load, no lock.
+  CudaBackend* context = slot.load(std::memory_order_acquire);
+  if (context != nullptr) return *context;
+  static std::mutex creation_mutex;
+  std::lock_guard<std::mutex> lock(creation_mutex);
+  context = slot.load(std::memory_order_acquire);
+  if (context == nullptr) {
+    DeviceGuard guard(index);
+    // Never destroyed: tensors in static storage may free into it at exit.
+    context = new CudaBackend(index);
+    slot.store(context, std::memory_order_release);
+  }
+  return *context;
+}
+
 }  // namespace
 
 int DeviceCount() { return Probe().count; }
 std::string UnavailableReason() { return Probe().why_not; }
 
-Backend& GetCudaBackend(int index) {
-  TANDEM_CHECK(false) << "the CUDA backend is under construction";
-  throw;
-}
+Backend& GetCudaBackend(int index) { return Context(index); }
+
+cudaStream_t ComputeStream(int index) { return Context(index).stream(); }
+
+void SetAllowTf32(bool allow) { Tf32Flag().store(allow); }
+bool AllowTf32() { return Tf32Flag().load(); }
 
 }  // namespace cuda
 }  // namespace tandem

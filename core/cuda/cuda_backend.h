@@ -1,8 +1,37 @@
-// The CUDA backend: one context per GPU owning its compute stream, cuBLAS
-// handle and caching allocator. Only linked when Bazel found a CUDA toolkit.
+// The CUDA backend: one context per GPU, implementing the op set of
+// core/backend.h by queueing kernels and cuBLAS calls on the context's
+// compute stream. Only built where Bazel found a CUDA toolkit (core/BUILD's
+// if_cuda); most code reaches it through GetBackend(Device::Cuda(i)).
+//
+//   if (cuda::DeviceCount() > 0) {
+//     Backend& gpu = cuda::GetCudaBackend(0);
+//     gpu.Fill(1.f, ptr, n);              // queued, returns at once
+//     gpu.CopyDeviceToHost(ptr, host, n); // waits for the stream
+//   }
+//
+// Each context owns its device's compute stream (non-blocking), a cuBLAS
+// handle bound to it with a 32 MiB workspace, a CachingAllocator and pinned
+// staging buffers for host copies. Contexts are created on first use and
+// never destroyed (tensors in static storage may free into them at exit).
+// Every method makes the context's device current for its duration, so any
+// host thread may call any context.
+//
+// Ordering: everything a context does runs on its one stream, in call order.
+// Code that uses another stream (NCCL on a communication stream) orders it
+// against ComputeStream(i) with cuda::StreamWaitFor (core/cuda/event.h); see
+// Note [Stream-ordered reuse] in core/cuda/caching_allocator.h for what that
+// code must keep alive.
+//
+// Precision: GEMMs are full fp32 by default (no TF32), so results match the
+// CPU backend to fp32 rounding. SetAllowTf32(true), or TANDEM_ALLOW_TF32=1 in
+// the environment at the first use of CUDA, lets cuBLAS use TF32 tensor cores
+// (about 8x the fp32 throughput on H100/H200, 10-bit mantissa inputs).
 #ifndef TANDEM_CORE_CUDA_CUDA_BACKEND_H_
 #define TANDEM_CORE_CUDA_CUDA_BACKEND_H_
 
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
 #include <string>
 
 #include "core/backend.h"
@@ -15,8 +44,24 @@ namespace cuda {
 int DeviceCount();
 std::string UnavailableReason();
 
-// The context of GPU `index` (0 <= index < DeviceCount()).
+// The context of GPU `index` (0 <= index < DeviceCount()); created on first
+// use, thread-safe. Throws tandem::Error for a device that is not there.
 Backend& GetCudaBackend(int index);
+
+// Host <-> device copies are staged through pinned buffers of at most this
+// many bytes; larger copies go in chunks of this size.
+constexpr size_t kStagingChunkBytes = size_t{8} << 20;
+
+// The compute stream of GPU `index`'s context: where all of its ops run.
+// For code that orders other streams against it (cuda::StreamWaitFor).
+cudaStream_t ComputeStream(int index);
+
+// Whether cuBLAS may use TF32 tensor cores for fp32 GEMMs, for every context
+// (existing and future); takes effect at each context's next Gemm. The
+// default is false, or true when TANDEM_ALLOW_TF32=1 is set in the
+// environment when this is first consulted.
+void SetAllowTf32(bool allow);
+bool AllowTf32();
 
 }  // namespace cuda
 }  // namespace tandem
