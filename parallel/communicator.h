@@ -1,0 +1,88 @@
+// Communicator: the collectives data-parallel training needs, one interface
+// for every transport (threads in one process, MPI, later NCCL).
+//
+// Every rank calls the same collectives with the same counts in the same
+// order, as in MPI; a rank that skips or reorders one makes the others wait
+// (ThreadCommunicator then times out naming the collective). Calls on one
+// communicator must not overlap: one thread at a time issues its collectives.
+//
+//   void Step(Communicator& comm, std::vector<float>& grads) {
+//     comm.AllReduce(grads.data(), grads.size(), ReduceOp::kAverage);
+//     if (comm.rank() == 0) std::cout << comm.Describe() << "\n";
+//   }
+//
+// Counts and bytes. Every count is a number of floats, never bytes, and may
+// be 0 or any value (it need not divide by size()). Error messages give the
+// size of a collective in bytes = 4 * count as passed by the calling rank:
+// for AllGather that is what each rank contributes (it receives size() times
+// as much). Barrier is 0 bytes.
+//
+// Results. AllReduce writes the same bits on every rank. ThreadCommunicator
+// also fixes the order of the sum (see Note [Fixed reduction order] in
+// thread_communicator.cc); kAverage is the sum multiplied by 1.0f / size(),
+// on every communicator, so averages match across transports for sums that
+// are exact.
+#ifndef TANDEM_PARALLEL_COMMUNICATOR_H_
+#define TANDEM_PARALLEL_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/check.h"
+
+namespace tandem {
+
+enum class ReduceOp { kSum, kAverage };
+
+inline const char* ToString(ReduceOp op) {
+  return op == ReduceOp::kSum ? "sum" : "average";
+}
+
+// Thrown by a collective because the group was aborted (a rank called
+// Abort, or another rank failed or timed out). It is a consequence, not a
+// cause: the launcher reports the original failure in preference to it.
+// Its text is "collective aborted: <reason>".
+class CollectiveAbortedError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // This rank, in [0, size()).
+  virtual int rank() const = 0;
+  // The number of ranks.
+  virtual int size() const = 0;
+
+  // In place: afterwards data[0, count) holds the element-wise sum (or
+  // average) over all ranks, identical on every rank. Blocking on CPU.
+  virtual void AllReduce(float* data, int64_t count, ReduceOp op) = 0;
+
+  // Copies root's data[0, count) into every other rank's data.
+  virtual void Broadcast(float* data, int64_t count, int root) = 0;
+
+  // Returns once every rank has entered Barrier.
+  virtual void Barrier() = 0;
+
+  // recv[size() * count_per_rank] receives every rank's send[count_per_rank],
+  // rank-major: rank r's block starts at recv + r * count_per_rank. `send`
+  // may be exactly recv + rank() * count_per_rank (in place); otherwise the
+  // two must not overlap.
+  virtual void AllGather(const float* send, int64_t count_per_rank,
+                         float* recv) = 0;
+
+  // One line for logs: "ThreadCommunicator(rank 1 of 4)".
+  virtual std::string Describe() const = 0;
+
+  // Gives up on the group because this rank cannot go on. Transports that
+  // can wake blocked ranks do (ThreadCommunicator: every collective in
+  // progress or started later throws CollectiveAbortedError); those that
+  // cannot (MPI) end the whole job, so nobody waits forever.
+  virtual void Abort(const std::string& reason) = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_PARALLEL_COMMUNICATOR_H_

@@ -1,0 +1,138 @@
+#include "parallel/launcher.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/thread_communicator.h"
+
+namespace tandem {
+
+namespace {
+
+// Remembers which worker failed first for its own reason. A worker that
+// throws aborts the group, so the others' collectives throw
+// CollectiveAbortedError a moment later; those are echoes of the failure,
+// reported only if no worker failed for a reason of its own.
+class FirstFailure {
+ public:
+  void Record(int rank, const std::string& message, bool aborted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rank_ >= 0 && !(aborted_ && !aborted)) return;
+    rank_ = rank;
+    message_ = message;
+    aborted_ = aborted;
+  }
+
+  void ThrowIfAny() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rank_ < 0) return;
+    throw Error("worker " + std::to_string(rank_) + " failed: " + message_);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  int rank_ = -1;
+  std::string message_;
+  bool aborted_ = false;
+};
+
+void LaunchThreads(int workers, Device device,
+                   const std::function<void(Worker&)>& fn) {
+  ThreadGroup group(workers);
+  FirstFailure failure;
+  auto run = [&](int rank) {
+    Worker worker{rank, workers, device, group.communicator(rank)};
+    std::string message;
+    try {
+      fn(worker);
+      return;
+    } catch (const CollectiveAbortedError& e) {
+      failure.Record(rank, e.what(), /*aborted=*/true);
+      return;
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+      message = "unknown exception (not derived from std::exception)";
+    }
+    // Record before aborting, so that an echo cannot be recorded first.
+    failure.Record(rank, message, /*aborted=*/false);
+    group.Abort("worker " + std::to_string(rank) + " failed: " + message);
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(workers);
+  try {
+    for (int rank = 0; rank < workers; ++rank) threads.emplace_back(run, rank);
+  } catch (...) {
+    // Workers already running would wait for the missing ranks forever.
+    group.Abort("could not start " + std::to_string(workers) +
+                " worker threads");
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
+  for (std::thread& t : threads) t.join();
+  failure.ThrowIfAny();
+}
+
+// Open MPI, MPICH/Hydra and PMIx launchers (including Slurm's) each set one.
+bool StartedByMpiLauncher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+void LaunchMpi(Device device, const std::function<void(Worker&)>& fn) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  // Without mpirun, MPI would quietly start a world of one process.
+  TANDEM_CHECK(initialized || StartedByMpiLauncher())
+      << "--mode=mpi needs the program started by mpirun (e.g. mpirun -np 4 "
+         "<program> --mode=mpi); to run workers as threads of one process "
+         "use --mode=threads --workers=N";
+  MpiRuntime runtime;  // leaves MPI alone if the caller already started it
+  MpiCommunicator comm;
+  Worker worker{comm.rank(), comm.size(), device, comm};
+  std::string message;
+  try {
+    fn(worker);
+    return;
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "unknown exception (not derived from std::exception)";
+  }
+  // The other ranks may be inside a collective that no one can interrupt.
+  comm.Abort("rank " + std::to_string(worker.rank) + " failed: " + message);
+}
+
+}  // namespace
+
+void Launch(const LaunchOptions& options,
+            const std::function<void(Worker&)>& fn) {
+  const bool threads = options.mode == "threads";
+  TANDEM_CHECK(threads || options.mode == "mpi")
+      << "--mode=" << options.mode
+      << " is not a launch mode: use --mode=threads or --mode=mpi";
+  TANDEM_CHECK(options.device == "cpu")
+      << "--device=" << options.device
+      << " is not supported by the launcher yet: use --device=cpu";
+  const Device device = Device::Cpu();
+  if (threads) {
+    const int workers = options.workers.value_or(1);
+    TANDEM_CHECK(workers >= 1)
+        << "--workers=" << workers << ": need at least 1 worker";
+    LaunchThreads(workers, device, fn);
+  } else {
+    TANDEM_CHECK(!options.workers.has_value())
+        << "--workers cannot be used with --mode=mpi; the world size comes "
+           "from mpirun (-np)";
+    LaunchMpi(device, fn);
+  }
+}
+
+}  // namespace tandem

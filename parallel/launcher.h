@@ -1,0 +1,64 @@
+// Launch: run one function per worker, each with its rank, device and
+// communicator, whether the workers are threads of this process or MPI
+// processes started by mpirun.
+//
+//   LaunchOptions options;       // filled from --mode, --workers, --device
+//   options.workers = 4;
+//   Launch(options, [](Worker& w) {
+//     std::vector<float> grads = ComputeGrads(w.rank);
+//     w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kAverage);
+//     if (w.is_root()) std::cout << "step done on " << w.size << " workers\n";
+//   });
+//
+//   $ train --workers=4                 # 4 threads, one process
+//   $ mpirun -np 4 train --mode=mpi     # 4 processes, world size from mpirun
+//
+// Failures. In threads mode, if a worker throws, Launch aborts the group so
+// the other workers' collectives throw instead of waiting for it, joins every
+// thread, then throws tandem::Error("worker <rank> failed: <message>") for
+// the first worker that failed for its own reason (not the workers that were
+// merely aborted). In mpi mode a worker that throws prints "rank <R> failed:
+// <message>" to stderr and calls MPI_Abort, which ends the whole mpirun job:
+// the other processes could otherwise wait in a collective forever.
+#ifndef TANDEM_PARALLEL_LAUNCHER_H_
+#define TANDEM_PARALLEL_LAUNCHER_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/device.h"
+#include "parallel/communicator.h"
+
+namespace tandem {
+
+struct LaunchOptions {
+  // "threads" (workers are threads of this process) or "mpi" (one process
+  // per worker, started by mpirun).
+  std::string mode = "threads";
+  // Threads mode: how many workers, 1 when unset. Mpi mode: must stay unset,
+  // since mpirun -np decides; optional so that "set" is visible even for 1.
+  std::optional<int> workers;
+  // "cpu" for now; a string so that "cuda" and "auto" can come later.
+  std::string device = "cpu";
+};
+
+struct Worker {
+  int rank;
+  int size;
+  Device device;
+  Communicator& comm;
+
+  // Rank 0: the worker that logs, evaluates and saves.
+  bool is_root() const { return rank == 0; }
+};
+
+// Validates `options` (throwing tandem::Error that names the flag), then runs
+// fn once per worker and returns when all have returned. See the failure
+// rules above.
+void Launch(const LaunchOptions& options,
+            const std::function<void(Worker&)>& fn);
+
+}  // namespace tandem
+
+#endif  // TANDEM_PARALLEL_LAUNCHER_H_

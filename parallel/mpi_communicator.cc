@@ -1,0 +1,220 @@
+#include "parallel/mpi_communicator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "parallel/mpi_check.h"
+
+namespace tandem {
+
+namespace {
+
+// Frees a communicator made for a moment (LocalRank's node communicator).
+class ScopedComm {
+ public:
+  ScopedComm() = default;
+  ~ScopedComm() {
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+  ScopedComm(const ScopedComm&) = delete;
+  ScopedComm& operator=(const ScopedComm&) = delete;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+// Frees a derived datatype (AllGather's strided receive block).
+class ScopedType {
+ public:
+  ScopedType() = default;
+  ~ScopedType() {
+    if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+  }
+  ScopedType(const ScopedType&) = delete;
+  ScopedType& operator=(const ScopedType&) = delete;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// MpiRuntime
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int finalized = 0;
+  MPI_CHECK(MPI_Finalized(&finalized));
+  TANDEM_CHECK(!finalized)
+      << "MPI was already finalised in this process and cannot start again: "
+         "hold one tandem::MpiRuntime in main() for the whole program";
+  int initialized = 0;
+  MPI_CHECK(MPI_Initialized(&initialized));
+  if (initialized) {
+    MPI_CHECK(MPI_Query_thread(&thread_level_));
+  } else {
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_));
+    owns_ = true;
+  }
+  if (thread_level_ < MPI_THREAD_SERIALIZED) {
+    if (owns_) MPI_Finalize();
+    TANDEM_CHECK(false)
+        << "MPI provides only " << ThreadLevelName(thread_level_)
+        << ", but Tandem needs at least MPI_THREAD_SERIALIZED (it asks for "
+           "MPI_THREAD_MULTIPLE): use an MPI built with thread support";
+  }
+}
+
+MpiRuntime::~MpiRuntime() {
+  if (!owns_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+std::string MpiRuntime::ThreadLevelName(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+  }
+  return "thread level " + std::to_string(level);
+}
+
+// ---------------------------------------------------------------------------
+// MpiCommunicator
+
+MpiCommunicator::MpiCommunicator(MPI_Comm base) {
+  int initialized = 0;
+  MPI_CHECK(MPI_Initialized(&initialized));
+  TANDEM_CHECK(initialized)
+      << "MpiCommunicator needs MPI running: create a tandem::MpiRuntime "
+         "first";
+  MPI_CHECK(MPI_Comm_dup(base, &comm_));
+  MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  local_rank_ = LocalRank(comm_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // After MPI_Finalize the handle is gone with everything else.
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::set_max_elements_per_call(int64_t n) {
+  TANDEM_CHECK(n >= 1 && n <= INT_MAX)
+      << "elements per MPI call must be in [1, INT_MAX], got " << n;
+  max_elements_per_call_ = n;
+}
+
+std::string MpiCommunicator::Context(const char* kind, int64_t count) const {
+  return Describe() + ": " + kind + " #" + std::to_string(sequence_) + " (" +
+         std::to_string(count * static_cast<int64_t>(sizeof(float))) +
+         " bytes)";
+}
+
+void MpiCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
+  ++sequence_;
+  TANDEM_CHECK(count >= 0) << Context("AllReduce", count);
+  for (int64_t offset = 0; offset < count; offset += max_elements_per_call_) {
+    const int n =
+        static_cast<int>(std::min(max_elements_per_call_, count - offset));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + offset, n, MPI_FLOAT, MPI_SUM,
+                            comm_))
+        << Context("AllReduce", count);
+  }
+  if (op == ReduceOp::kAverage) {
+    // The same rounding as ThreadCommunicator: one multiply by 1/N.
+    const float scale = 1.0f / size_;
+    for (int64_t i = 0; i < count; ++i) data[i] *= scale;
+  }
+}
+
+void MpiCommunicator::Broadcast(float* data, int64_t count, int root) {
+  ++sequence_;
+  TANDEM_CHECK(count >= 0) << Context("Broadcast", count);
+  TANDEM_CHECK(root >= 0 && root < size_)
+      << Context("Broadcast", count) << ": root " << root << " is not a rank";
+  for (int64_t offset = 0; offset < count; offset += max_elements_per_call_) {
+    const int n =
+        static_cast<int>(std::min(max_elements_per_call_, count - offset));
+    MPI_CHECK(MPI_Bcast(data + offset, n, MPI_FLOAT, root, comm_))
+        << Context("Broadcast", count);
+  }
+}
+
+void MpiCommunicator::Barrier() {
+  ++sequence_;
+  MPI_CHECK(MPI_Barrier(comm_)) << Context("Barrier", 0);
+}
+
+void MpiCommunicator::AllGather(const float* send, int64_t count_per_rank,
+                                float* recv) {
+  ++sequence_;
+  TANDEM_CHECK(count_per_rank >= 0) << Context("AllGather", count_per_rank);
+  // MPI forbids overlapping send and receive buffers except via MPI_IN_PLACE.
+  const bool in_place = send == recv + rank_ * count_per_rank;
+  if (count_per_rank <= max_elements_per_call_) {
+    const int n = static_cast<int>(count_per_rank);
+    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, MPI_FLOAT, recv,
+                            n, MPI_FLOAT, comm_))
+        << Context("AllGather", count_per_rank);
+    return;
+  }
+  // Each call moves elements [offset, offset + n) of every rank's block. The
+  // receive type is n floats with an extent of a whole block, so rank r's
+  // piece lands at recv + r * count_per_rank + offset; extents are MPI_Aint,
+  // so no int overflows however large the blocks.
+  for (int64_t offset = 0; offset < count_per_rank;
+       offset += max_elements_per_call_) {
+    const int n = static_cast<int>(
+        std::min(max_elements_per_call_, count_per_rank - offset));
+    ScopedType piece, strided;
+    MPI_CHECK(MPI_Type_contiguous(n, MPI_FLOAT, &piece.type));
+    MPI_CHECK(MPI_Type_create_resized(
+        piece.type, 0, static_cast<MPI_Aint>(count_per_rank * sizeof(float)),
+        &strided.type));
+    MPI_CHECK(MPI_Type_commit(&strided.type));
+    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send + offset, n,
+                            MPI_FLOAT, recv + offset, 1, strided.type, comm_))
+        << Context("AllGather", count_per_rank);
+  }
+}
+
+std::string MpiCommunicator::Describe() const {
+  char host[MPI_MAX_PROCESSOR_NAME] = "?";
+  int length = 0;
+  MPI_Get_processor_name(host, &length);
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return "MpiCommunicator(rank " + std::to_string(rank_) + " of " +
+         std::to_string(size_) + ", local rank " + std::to_string(local_rank_) +
+         " on " + host + ", " + MpiRuntime::ThreadLevelName(level) + ")";
+}
+
+void MpiCommunicator::Abort(const std::string& reason) {
+  std::cerr << reason << std::endl;
+  MPI_Abort(comm_, 1);
+  // MPI_Abort does not return in Open MPI; be sure nobody waits if it did.
+  std::_Exit(1);
+}
+
+int LocalRank(MPI_Comm comm) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  ScopedComm node;
+  // Key = world rank keeps the node-local order the same as the global one.
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                                &node.comm));
+  int local_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(node.comm, &local_rank));
+  return local_rank;
+}
+
+}  // namespace tandem

@@ -1,0 +1,199 @@
+#include "parallel/reducer.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/ops.h"
+
+namespace tandem {
+
+// Note [Bucket order]
+// Buckets hold parameters in reverse layer order, the order in which backward
+// finishes their gradients, so the first bucket is ready first. Buckets are
+// launched strictly in index order (bucket k only after buckets 0..k-1), even
+// if a later one happens to be ready first: every rank then issues the same
+// collectives in the same order, which collectives require (a rank issuing
+// bucket 2 while another issues bucket 1 would pair mismatched buffers or
+// deadlock). PyTorch's reducer follows the same rule.
+//
+// Note [Gradient averaging]
+// The loss is normalised by the global batch size (Loss::Forward's `examples`)
+// rather than by each worker's shard, and the reducer SUMS gradients. The sum
+// of per-shard gradients of sum(loss_i) / global_batch is exactly the gradient
+// of the global-batch mean, even when the last batch splits unevenly (a
+// per-rank mean followed by an average over ranks would weight a 3-example
+// shard like a 4-example one).
+
+Reducer::Reducer(Sequential& model, Communicator& comm, ReducerOptions options)
+    : model_(model), comm_(comm), options_(options) {
+  TANDEM_CHECK(options.bucket_bytes > 0)
+      << "--bucket_mb must be positive, got " << options.bucket_bytes
+      << " bytes";
+  for (size_t layer = 0; layer < model_.size(); ++layer) {
+    std::vector<size_t> indices;
+    for (Parameter& p : model_.layer(layer).Parameters()) {
+      indices.push_back(params_.size());
+      params_.push_back(p);
+    }
+    layer_params_.push_back(std::move(indices));
+  }
+  BuildBuckets();
+  BroadcastParameters();
+  comm_thread_ = std::thread([this] { CommLoop(); });
+}
+
+Reducer::~Reducer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  comm_thread_.join();
+}
+
+void Reducer::BuildBuckets() {
+  param_bucket_.assign(params_.size(), -1);
+  std::vector<std::vector<size_t>> groups;
+  int64_t bytes = 0;
+  for (size_t i = params_.size(); i-- > 0;) {
+    const int64_t param_bytes = params_[i].value->numel() * 4;
+    if (groups.empty() || (bytes > 0 && bytes + param_bytes > options_.bucket_bytes)) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    groups.back().push_back(i);
+    bytes += param_bytes;
+  }
+  for (const std::vector<size_t>& group : groups) {
+    Bucket bucket;
+    int64_t elements = 0;
+    for (size_t i : group) elements += params_[i].value->numel();
+    const Device device = params_[group.front()].value->device();
+    bucket.flat = Tensor::Zeros({elements}, device);
+    int64_t offset = 0;
+    for (size_t i : group) {
+      Parameter& p = params_[i];
+      TANDEM_CHECK(p.value->device() == device)
+          << "parameter '" << p.name << "' is on " << p.value->device()
+          << " but '" << params_[group.front()].name << "' is on " << device
+          << ": a replica's parameters must share one device";
+      const int64_t n = p.value->numel();
+      Tensor view = bucket.flat.Slice(offset, offset + n).Reshape(p.value->shape());
+      view.CopyFrom(*p.grad);
+      *p.grad = view;  // the layer now accumulates straight into the bucket
+      param_bucket_[i] = static_cast<int>(buckets_.size());
+      offset += n;
+    }
+    bucket.params = group;
+    buckets_.push_back(std::move(bucket));
+  }
+  ready_.assign(buckets_.size(), false);
+}
+
+std::vector<std::string> Reducer::BucketParameterNames(int b) const {
+  std::vector<std::string> names;
+  for (size_t i : buckets_.at(b).params) names.push_back(params_[i].name);
+  return names;
+}
+
+void Reducer::BroadcastParameters() {
+  for (Parameter& p : params_) {
+    comm_.Broadcast(p.value->data(), p.value->numel(), /*root=*/0);
+  }
+}
+
+Tensor Reducer::Backward(const Tensor& dloss) {
+  if (!sync_) return model_.Backward(dloss);
+
+  using Clock = ReducerTimeline::Clock;
+  timeline_ = ReducerTimeline();
+  timeline_.layer_done.assign(model_.size(), Clock::time_point());
+  timeline_.bucket_start.assign(buckets_.size(), Clock::time_point());
+  timeline_.bucket_end.assign(buckets_.size(), Clock::time_point());
+  for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
+  std::fill(ready_.begin(), ready_.end(), false);
+  next_to_launch_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reduced_ = 0;
+    comm_error_.clear();
+  }
+
+  timeline_.backward_start = Clock::now();
+  Tensor dx = model_.Backward(dloss, [this](size_t layer) { OnLayerDone(layer); });
+  timeline_.backward_end = Clock::now();
+  if (!options_.overlap) LaunchReadyBuckets();
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] {
+    return reduced_ == static_cast<int>(buckets_.size()) || !comm_error_.empty();
+  });
+  timeline_.step_end = Clock::now();
+  last_comm_wait_ =
+      std::chrono::duration<double>(timeline_.step_end - timeline_.backward_end).count();
+  TANDEM_CHECK(comm_error_.empty()) << "gradient all-reduce failed: " << comm_error_;
+  return dx;
+}
+
+void Reducer::OnLayerDone(size_t layer) {
+  timeline_.layer_done[layer] = ReducerTimeline::Clock::now();
+  for (size_t i : layer_params_[layer]) {
+    const int b = param_bucket_[i];
+    if (--buckets_[b].pending == 0) ready_[b] = true;
+  }
+  if (options_.overlap) LaunchReadyBuckets();
+}
+
+void Reducer::LaunchReadyBuckets() {
+  // See Note [Bucket order]: launch only a prefix of ready buckets.
+  std::vector<int> launch;
+  while (next_to_launch_ < num_buckets() && ready_[next_to_launch_]) {
+    launch.push_back(next_to_launch_++);
+  }
+  if (launch.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.insert(queue_.end(), launch.begin(), launch.end());
+  }
+  cv_.notify_all();
+}
+
+void Reducer::CommLoop() {
+  for (;;) {
+    int bucket;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping with nothing left to do
+      bucket = queue_.front();
+      queue_.pop_front();
+    }
+    Reduce(bucket);
+  }
+}
+
+void Reducer::Reduce(int b) {
+  const auto start = ReducerTimeline::Clock::now();
+  std::string error;
+  try {
+    // See Note [Gradient averaging]: a sum, not an average.
+    comm_.AllReduce(buckets_[b].flat.data(), buckets_[b].flat.numel(), ReduceOp::kSum);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const auto end = ReducerTimeline::Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    timeline_.bucket_start[b] = start;
+    timeline_.bucket_end[b] = end;
+    if (error.empty()) {
+      ++reduced_;
+    } else if (comm_error_.empty()) {
+      comm_error_ = "bucket " + std::to_string(b) + ": " + error;
+      queue_.clear();
+    }
+  }
+  cv_.notify_all();
+}
+
+}  // namespace tandem

@@ -1,0 +1,125 @@
+// The data-parallel reducer: keeps replicas identical by all-reducing
+// gradients, overlapped with backward compute.
+//
+//   Reducer reducer(model, worker.comm);     // broadcasts rank 0's parameters
+//   Tensor logits = model.Forward(x_shard);
+//   loss.Forward(logits, y_shard, global_batch);  // normalise by the GLOBAL batch
+//   optimizer.ZeroGrad();                     // (or before Forward)
+//   reducer.Backward(loss.Backward());        // backward + all-reduce
+//   optimizer.Step();
+//
+// How it works: parameters are laid out in buckets in reverse layer order
+// (the order backward produces their gradients), and each gradient tensor is
+// re-homed as a view into its bucket's flat buffer, so a bucket is all-reduced
+// in place with no copies. Backward drives the model layer by layer; when the
+// last gradient of a bucket is final, the bucket is handed to a communication
+// thread, which all-reduces it while backward continues on earlier layers.
+// Backward returns once every bucket has been reduced; only that wait is
+// "time waited for communication". See Note [Bucket order] and
+// Note [Gradient averaging] in reducer.cc.
+#ifndef TANDEM_PARALLEL_REDUCER_H_
+#define TANDEM_PARALLEL_REDUCER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+#include "layers/sequential.h"
+#include "parallel/communicator.h"
+
+namespace tandem {
+
+struct ReducerOptions {
+  // Target bucket size; a parameter larger than this gets a bucket alone.
+  int64_t bucket_bytes = 4 << 20;
+  // false: all-reduce every bucket after backward ends (for measurement).
+  bool overlap = true;
+};
+
+// Timeline of one step, on the steady clock, for tests and traces.
+struct ReducerTimeline {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point backward_start;
+  std::vector<Clock::time_point> layer_done;       // per layer index
+  std::vector<Clock::time_point> bucket_start;     // per bucket: all-reduce began
+  std::vector<Clock::time_point> bucket_end;       // per bucket: all-reduce ended
+  Clock::time_point backward_end;                  // model backward finished
+  Clock::time_point step_end;                      // every bucket reduced
+};
+
+class Reducer {
+ public:
+  Reducer(Sequential& model, Communicator& comm, ReducerOptions options = {});
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Runs the model's backward from dloss and all-reduces the gradients
+  // (unless sync is off). Returns the input gradient.
+  Tensor Backward(const Tensor& dloss);
+
+  // Gradient accumulation: with sync off, Backward only accumulates local
+  // gradients; turn it back on for the last micro-step.
+  void set_sync(bool sync) { sync_ = sync; }
+  bool sync() const { return sync_; }
+
+  // Copies rank 0's parameters to every rank (done at construction).
+  void BroadcastParameters();
+
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // Parameter names in bucket b, in the order they were laid out.
+  std::vector<std::string> BucketParameterNames(int b) const;
+  int64_t bucket_elements(int b) const { return buckets_[b].flat.numel(); }
+  // Seconds Backward waited for communication after the model's backward
+  // finished, in the last step.
+  double last_comm_wait_seconds() const { return last_comm_wait_; }
+  const ReducerTimeline& last_timeline() const { return timeline_; }
+
+ private:
+  struct Bucket {
+    Tensor flat;                   // [elements], the gradients live here
+    std::vector<size_t> params;    // indices into params_
+    int pending = 0;               // gradients not yet final this step
+  };
+
+  void BuildBuckets();
+  void OnLayerDone(size_t layer);
+  void MarkBucketReady(int bucket);
+  void LaunchReadyBuckets();
+  void CommLoop();
+  void Reduce(int bucket);
+
+  Sequential& model_;
+  Communicator& comm_;
+  ReducerOptions options_;
+  bool sync_ = true;
+
+  std::vector<Parameter> params_;
+  std::vector<int> param_bucket_;                 // param index -> bucket
+  std::vector<std::vector<size_t>> layer_params_; // layer -> param indices
+  std::vector<Bucket> buckets_;
+  int next_to_launch_ = 0;       // See Note [Bucket order]
+  std::vector<bool> ready_;
+
+  // Communication thread and its queue.
+  std::thread comm_thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<int> queue_;
+  int reduced_ = 0;              // buckets finished this step
+  bool stopping_ = false;
+  std::string comm_error_;
+
+  double last_comm_wait_ = 0.0;
+  ReducerTimeline timeline_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_PARALLEL_REDUCER_H_

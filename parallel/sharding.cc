@@ -1,0 +1,25 @@
+#include "parallel/sharding.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace tandem {
+
+ShardRange Shard(int64_t batch, int rank, int world_size) {
+  TANDEM_CHECK(world_size >= 1 && rank >= 0 && rank < world_size)
+      << "rank " << rank << " outside a world of " << world_size;
+  TANDEM_CHECK(batch >= 0) << "negative batch size " << batch;
+  const int64_t base = batch / world_size;
+  const int64_t extra = batch % world_size;
+  const int64_t begin = rank * base + std::min<int64_t>(rank, extra);
+  return {begin, begin + base + (rank < extra ? 1 : 0)};
+}
+
+std::vector<int64_t> ShardIndices(const std::vector<int64_t>& batch, int rank,
+                                  int world_size) {
+  const ShardRange r = Shard(static_cast<int64_t>(batch.size()), rank, world_size);
+  return std::vector<int64_t>(batch.begin() + r.begin, batch.begin() + r.end);
+}
+
+}  // namespace tandem

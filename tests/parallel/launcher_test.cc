@@ -1,0 +1,180 @@
+// Tests parallel/launcher.h in threads mode, and the option checks of both
+// modes. Mpi mode under mpirun is tested by mpi_launcher_test.
+#include "parallel/launcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ErrorText(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+LaunchOptions Threads(int workers) {
+  LaunchOptions options;
+  options.workers = workers;
+  return options;
+}
+
+TEST(LauncherTest, ThreadsModeRunsEveryRank) {
+  for (int n = 1; n <= 4; ++n) {
+    std::mutex mu;
+    std::vector<int> calls(n, 0);
+    std::atomic<int> roots{0};
+    std::atomic<int> wrong{0};
+    Launch(Threads(n), [&](Worker& w) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++calls.at(w.rank);
+      }
+      if (w.size != n || w.comm.size() != n || w.comm.rank() != w.rank ||
+          w.device != Device::Cpu()) {
+        wrong.fetch_add(1);
+      }
+      if (w.is_root()) roots.fetch_add(1);
+      float rank = w.rank;
+      w.comm.AllReduce(&rank, 1, ReduceOp::kSum);
+      if (rank != n * (n - 1) / 2) wrong.fetch_add(1);
+    });
+    EXPECT_EQ(calls, std::vector<int>(n, 1)) << n << " workers";
+    EXPECT_EQ(roots.load(), 1);
+    EXPECT_EQ(wrong.load(), 0);
+  }
+}
+
+TEST(LauncherTest, DefaultsToOneCpuWorkerInThreads) {
+  std::atomic<int> calls{0};
+  Launch(LaunchOptions(), [&](Worker& w) {
+    EXPECT_EQ(w.size, 1);
+    EXPECT_TRUE(w.device.is_cpu());
+    calls.fetch_add(1);
+  });
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(LauncherTest, FailingWorkerAbortsTheOthersAndIsReported) {
+  const Clock::time_point start = Clock::now();
+  const std::string error = ErrorText([] {
+    Launch(Threads(4), [](Worker& w) {
+      if (w.rank == 2) {
+        // Let the others settle into the all-reduce before failing.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        throw std::runtime_error("loss is NaN at step 7");
+      }
+      std::vector<float> grads(1000, 1.0f);
+      w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum);
+    });
+  });
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  // The original failure, not the other workers' "collective aborted".
+  EXPECT_EQ(error, "worker 2 failed: loss is NaN at step 7");
+  EXPECT_LT(seconds, 1.0);
+}
+
+TEST(LauncherTest, OtherWorkersSeeTheAbortReason) {
+  std::mutex mu;
+  std::vector<std::string> seen;
+  const std::string error = ErrorText([&] {
+    Launch(Threads(3), [&](Worker& w) {
+      if (w.rank == 0) throw Error("bad batch");
+      try {
+        w.comm.Barrier();
+      } catch (const CollectiveAbortedError& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.push_back(e.what());
+        throw;
+      }
+    });
+  });
+  EXPECT_EQ(error, "worker 0 failed: bad batch");
+  EXPECT_EQ(seen, std::vector<std::string>(
+                      2, "collective aborted: worker 0 failed: bad batch"));
+}
+
+TEST(LauncherTest, NonStandardExceptionIsReported) {
+  const std::string error = ErrorText([] {
+    Launch(Threads(2), [](Worker& w) {
+      if (w.rank == 1) throw 42;
+      w.comm.Barrier();
+    });
+  });
+  EXPECT_EQ(error,
+            "worker 1 failed: unknown exception (not derived from "
+            "std::exception)");
+}
+
+TEST(LauncherTest, RejectsUnknownMode) {
+  LaunchOptions options;
+  options.mode = "processes";
+  const std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
+  EXPECT_NE(error.find("--mode=processes is not a launch mode: use "
+                       "--mode=threads or --mode=mpi"),
+            std::string::npos)
+      << error;
+}
+
+TEST(LauncherTest, RejectsTooFewWorkers) {
+  for (int workers : {0, -3}) {
+    bool ran = false;
+    const std::string error = ErrorText(
+        [&] { Launch(Threads(workers), [&](Worker&) { ran = true; }); });
+    EXPECT_NE(error.find("--workers=" + std::to_string(workers) +
+                         ": need at least 1 worker"),
+              std::string::npos)
+        << error;
+    EXPECT_FALSE(ran);
+  }
+}
+
+TEST(LauncherTest, RejectsWorkersInMpiMode) {
+  for (int workers : {1, 4}) {
+    LaunchOptions options;
+    options.mode = "mpi";
+    options.workers = workers;
+    const std::string error =
+        ErrorText([&] { Launch(options, [](Worker&) {}); });
+    EXPECT_NE(error.find("--workers cannot be used with --mode=mpi; the world "
+                         "size comes from mpirun (-np)"),
+              std::string::npos)
+        << error;
+  }
+}
+
+TEST(LauncherTest, MpiModeOutsideMpirunSaysHowToStart) {
+  LaunchOptions options;
+  options.mode = "mpi";
+  const std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
+  EXPECT_NE(error.find("--mode=mpi needs the program started by mpirun"),
+            std::string::npos)
+      << error;
+}
+
+TEST(LauncherTest, RejectsUnsupportedDevice) {
+  LaunchOptions options;
+  options.device = "cuda";
+  const std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
+  EXPECT_NE(error.find("--device=cuda is not supported by the launcher yet: "
+                       "use --device=cpu"),
+            std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace tandem

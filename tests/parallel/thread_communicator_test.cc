@@ -1,0 +1,343 @@
+// Tests parallel/thread_communicator.h: closed forms for every collective
+// over world sizes 1-4 and awkward counts, the fixed reduction order, and
+// that abort and timeout end waits instead of hanging.
+#include "parallel/thread_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const int64_t kCounts[] = {0, 1, 3, 7, 1000, (1 << 16) + 3};
+
+// Runs fn(comm) on `size` threads, one per rank, and joins them. Tests use
+// EXPECT (not ASSERT) before collectives so every rank issues the same ones.
+void RunRanks(ThreadGroup& group,
+              const std::function<void(ThreadCommunicator&)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < group.size(); ++r) {
+    threads.emplace_back([&group, &fn, r] { fn(group.communicator(r)); });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+void RunRanks(int size, const std::function<void(ThreadCommunicator&)>& fn) {
+  ThreadGroup group(size);
+  RunRanks(group, fn);
+}
+
+// The text of the tandem::Error fn throws, or "" if it throws none.
+std::string ErrorText(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Rank r's element i in the closed-form tests; every sum is exact in float.
+float Value(int rank, int64_t i) { return rank + i * 0.5f; }
+
+TEST(ThreadCommunicatorTest, AllReduceSumIsClosedForm) {
+  for (int n = 1; n <= 4; ++n) {
+    for (int64_t count : kCounts) {
+      RunRanks(n, [&](ThreadCommunicator& comm) {
+        std::vector<float> data(count);
+        for (int64_t i = 0; i < count; ++i) data[i] = Value(comm.rank(), i);
+        comm.AllReduce(data.data(), count, ReduceOp::kSum);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < count; ++i) {
+          wrong += data[i] != n * (i * 0.5f) + n * (n - 1) / 2;
+        }
+        EXPECT_EQ(wrong, 0)
+            << "world " << n << ", count " << count << ", rank " << comm.rank();
+      });
+    }
+  }
+}
+
+TEST(ThreadCommunicatorTest, AllReduceAverageIsSumTimesReciprocal) {
+  for (int n = 1; n <= 4; ++n) {
+    for (int64_t count : kCounts) {
+      RunRanks(n, [&](ThreadCommunicator& comm) {
+        std::vector<float> data(count);
+        for (int64_t i = 0; i < count; ++i) data[i] = Value(comm.rank(), i);
+        comm.AllReduce(data.data(), count, ReduceOp::kAverage);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < count; ++i) {
+          const float sum = n * (i * 0.5f) + n * (n - 1) / 2;
+          wrong += data[i] != sum * (1.0f / n);  // documented rounding
+        }
+        EXPECT_EQ(wrong, 0) << "world " << n << ", count " << count;
+      });
+    }
+  }
+}
+
+// Values whose sum rounds differently in different orders, so only a fixed
+// order gives the same bits everywhere. See Note [Fixed reduction order].
+float Awkward(int rank, int64_t i) {
+  return std::sin(0.37f * i + 1.3f * rank) * std::pow(10.0f, rank % 3 * 3);
+}
+
+std::vector<std::vector<float>> AllReduceAwkward(int n, int64_t count) {
+  std::vector<std::vector<float>> results(n);
+  RunRanks(n, [&](ThreadCommunicator& comm) {
+    std::vector<float> data(count);
+    for (int64_t i = 0; i < count; ++i) data[i] = Awkward(comm.rank(), i);
+    comm.AllReduce(data.data(), count, ReduceOp::kSum);
+    results[comm.rank()] = data;
+  });
+  return results;
+}
+
+TEST(ThreadCommunicatorTest, AllReduceIsBitwiseIdenticalAcrossRanksAndRuns) {
+  for (int n = 2; n <= 4; ++n) {
+    const int64_t count = 10007;
+    std::vector<float> expected(count);
+    for (int64_t i = 0; i < count; ++i) {
+      float sum = Awkward(0, i);
+      for (int r = 1; r < n; ++r) sum += Awkward(r, i);  // rank order
+      expected[i] = sum;
+    }
+    for (int run = 0; run < 2; ++run) {
+      std::vector<std::vector<float>> results = AllReduceAwkward(n, count);
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(0, std::memcmp(results[r].data(), expected.data(),
+                                 count * sizeof(float)))
+            << "world " << n << ", run " << run << ", rank " << r;
+      }
+    }
+  }
+}
+
+TEST(ThreadCommunicatorTest, BroadcastFromEveryRoot) {
+  for (int n = 1; n <= 4; ++n) {
+    for (int64_t count : kCounts) {
+      RunRanks(n, [&](ThreadCommunicator& comm) {
+        for (int root = 0; root < n; ++root) {
+          std::vector<float> data(count);
+          for (int64_t i = 0; i < count; ++i) {
+            data[i] = 1000.0f * comm.rank() + i;
+          }
+          comm.Broadcast(data.data(), count, root);
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < count; ++i) {
+            wrong += data[i] != 1000.0f * root + i;
+          }
+          EXPECT_EQ(wrong, 0) << "world " << n << ", count " << count
+                              << ", root " << root << ", rank " << comm.rank();
+        }
+      });
+    }
+  }
+}
+
+TEST(ThreadCommunicatorTest, AllGatherIsRankMajor) {
+  for (int n = 1; n <= 4; ++n) {
+    for (int64_t count : kCounts) {
+      for (bool in_place : {false, true}) {
+        RunRanks(n, [&](ThreadCommunicator& comm) {
+          std::vector<float> recv(n * count, -1.0f);
+          std::vector<float> send(count);
+          for (int64_t i = 0; i < count; ++i) send[i] = Value(comm.rank(), i);
+          const float* from = send.data();
+          if (in_place) {
+            std::copy(send.begin(), send.end(),
+                      recv.begin() + comm.rank() * count);
+            from = recv.data() + comm.rank() * count;
+          }
+          comm.AllGather(from, count, recv.data());
+          int64_t wrong = 0;
+          for (int r = 0; r < n; ++r) {
+            for (int64_t i = 0; i < count; ++i) {
+              wrong += recv[r * count + i] != Value(r, i);
+            }
+          }
+          EXPECT_EQ(wrong, 0) << "world " << n << ", count " << count
+                              << (in_place ? ", in place" : "");
+        });
+      }
+    }
+  }
+}
+
+TEST(ThreadCommunicatorTest, BarrierIsReusable) {
+  const int n = 4;
+  const int rounds = 20000;
+  std::atomic<int> arrived{0};
+  std::atomic<int> wrong{0};
+  RunRanks(n, [&](ThreadCommunicator& comm) {
+    for (int round = 0; round < rounds; ++round) {
+      arrived.fetch_add(1);
+      comm.Barrier();
+      // Everyone has counted this round, and nobody can count the next one
+      // before this rank reaches the second barrier.
+      if (arrived.load() != n * (round + 1)) wrong.fetch_add(1);
+      comm.Barrier();
+    }
+    EXPECT_EQ(comm.sequence(), 2u * rounds);
+  });
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(arrived.load(), n * rounds);
+}
+
+TEST(ThreadCommunicatorTest, MixedCollectivesKeepTheirOrder) {
+  const int n = 3;
+  RunRanks(n, [&](ThreadCommunicator& comm) {
+    int64_t wrong = 0;
+    for (int step = 0; step < 300; ++step) {
+      const int64_t count = step % 17;  // many not divisible by 3, some 0
+      std::vector<float> data(count, float(comm.rank() + step));
+      comm.AllReduce(data.data(), count, ReduceOp::kSum);
+      for (float x : data) wrong += x != 3.0f * step + 3;
+      std::vector<float> gathered(n * count);
+      comm.AllGather(data.data(), count, gathered.data());
+      for (float x : gathered) wrong += x != 3.0f * step + 3;
+      std::vector<float> b(count, float(comm.rank()));
+      comm.Broadcast(b.data(), count, step % n);
+      for (float x : b) wrong += x != step % n;
+      if (step % 5 == 0) comm.Barrier();
+    }
+    EXPECT_EQ(wrong, 0);
+  });
+}
+
+TEST(ThreadCommunicatorTest, AbortWakesBlockedRanks) {
+  const int n = 3;
+  ThreadGroup group(n);
+  std::vector<std::string> errors(n);
+  std::vector<double> seconds(n);
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    if (comm.rank() == 2) {
+      // Never arrives; gives up once the others are surely waiting.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      comm.Abort("rank 2 gave up");
+      return;
+    }
+    std::vector<float> data(100, 1.0f);
+    errors[comm.rank()] = ErrorText(
+        [&] { comm.AllReduce(data.data(), data.size(), ReduceOp::kSum); });
+    // A collective started after the abort throws at once.
+    const Clock::time_point start = Clock::now();
+    EXPECT_EQ(ErrorText([&] { comm.Barrier(); }),
+              "collective aborted: rank 2 gave up");
+    seconds[comm.rank()] =
+        std::chrono::duration<double>(Clock::now() - start).count();
+  });
+  EXPECT_TRUE(group.aborted());
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r], "collective aborted: rank 2 gave up") << "rank " << r;
+    EXPECT_LT(seconds[r], 0.5) << "rank " << r;
+  }
+}
+
+TEST(ThreadCommunicatorTest, AbortIsPromptAndThrowsTheAbortType) {
+  ThreadGroup group(2);
+  Clock::time_point aborted_at;
+  double waited = 0;
+  bool abort_type = false;
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      aborted_at = Clock::now();
+      group.Abort("stop");
+      return;
+    }
+    try {
+      comm.Barrier();
+    } catch (const CollectiveAbortedError&) {
+      abort_type = true;
+    }
+    waited = std::chrono::duration<double>(Clock::now() - aborted_at).count();
+  });
+  EXPECT_TRUE(abort_type);
+  EXPECT_LT(waited, 0.5);
+}
+
+TEST(ThreadCommunicatorTest, TimeoutNamesKindSequenceAndBytes) {
+  ThreadGroup group(2);
+  group.set_timeout(std::chrono::milliseconds(200));
+  std::string error;
+  std::string echo;
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    comm.Barrier();  // #1, both ranks
+    if (comm.rank() == 1) {
+      // Skips the all-reduce, then arrives late at a barrier.
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      echo = ErrorText([&] { comm.Barrier(); });
+      return;
+    }
+    std::vector<float> data(10, 1.0f);
+    error = ErrorText(
+        [&] { comm.AllReduce(data.data(), data.size(), ReduceOp::kSum); });
+  });
+  EXPECT_NE(error.find("AllReduce #2 (40 bytes, sum)"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("timed out after 200 ms"), std::string::npos) << error;
+  EXPECT_NE(error.find("waiting for rank(s) 1"), std::string::npos) << error;
+  // The rank that was late finds the group aborted by the timeout.
+  EXPECT_EQ(echo.rfind("collective aborted: AllReduce #2", 0), 0u) << echo;
+}
+
+TEST(ThreadCommunicatorTest, MismatchedCollectivesThrowOnEveryRank) {
+  ThreadGroup group(3);
+  std::vector<std::string> errors(3);
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    std::vector<float> data(10, 1.0f);
+    errors[comm.rank()] = ErrorText([&] {
+      if (comm.rank() == 1) {
+        comm.AllReduce(data.data(), 11, ReduceOp::kSum);  // wrong count
+      } else {
+        comm.AllReduce(data.data(), 10, ReduceOp::kSum);
+      }
+    });
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(errors[r].find("ranks called different collectives: rank 0 "
+                             "called AllReduce #1 (40 bytes, sum) but rank 1 "
+                             "called AllReduce #1 (44 bytes, sum)"),
+              std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+}
+
+TEST(ThreadCommunicatorTest, RejectsBadArguments) {
+  EXPECT_NE(ErrorText([] { ThreadGroup group(0); }).find("at least 1 rank"),
+            std::string::npos);
+  ThreadGroup group(1);
+  EXPECT_NE(ErrorText([&] { group.communicator(1); }).find("rank 1"),
+            std::string::npos);
+  float x = 0;
+  EXPECT_NE(ErrorText([&] {
+              group.communicator(0).Broadcast(&x, 1, 3);
+            }).find("root 3 is not a rank"),
+            std::string::npos);
+  EXPECT_NE(ErrorText([&] {
+              group.set_timeout(std::chrono::milliseconds(0));
+            }).find("timeout"),
+            std::string::npos);
+}
+
+TEST(ThreadCommunicatorTest, Describe) {
+  ThreadGroup group(4);
+  EXPECT_EQ(group.communicator(2).Describe(),
+            "ThreadCommunicator(rank 2 of 4)");
+  EXPECT_EQ(group.communicator(2).size(), 4);
+  EXPECT_EQ(group.timeout(), ThreadGroup::kDefaultTimeout);
+}
+
+}  // namespace
+}  // namespace tandem
