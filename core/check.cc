@@ -10,12 +10,14 @@ namespace {
 // "/abs/path/execroot/tandem/core/x.cc" and "core/x.cc" both print as the
 // workspace-relative path, which is what a reader can open.
 const char* ShortPath(const char* file) {
+  if (file[0] != '/') return file;  // already relative (Bazel's __FILE__)
+  const char* best = nullptr;
   for (const char* marker : {"/core/", "/layers/", "/parallel/", "/examples/",
                              "/tests/", "/bench/"}) {
     const char* hit = std::strstr(file, marker);
-    if (hit != nullptr) return hit + 1;
+    if (hit != nullptr && (best == nullptr || hit < best)) best = hit;
   }
-  return file;
+  return best != nullptr ? best + 1 : file;
 }
 }  // namespace
 

@@ -1,0 +1,68 @@
+// Trains an MLP on Fashion-MNIST, on one worker or many.
+//
+//   bazel run -c opt //examples:fashion_mnist -- --mode=threads --workers=2
+//   mpirun -np 4 bazel-bin/examples/fashion_mnist --mode=mpi
+//
+// The last line printed is `test_accuracy=0.xxxx`.
+#include <CLI/CLI.hpp>
+#include <iomanip>
+#include <iostream>
+
+#include "core/check.h"
+#include "examples/fashion_mnist/train.h"
+
+int main(int argc, char** argv) {
+  tandem::TrainConfig config;
+  std::string hidden = "512,256";
+  int workers = 0;
+
+  CLI::App app{"Tandem: train an MLP on Fashion-MNIST with data parallelism"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--data_dir", config.data_dir,
+                 "directory holding the four Fashion-MNIST .gz files");
+  app.add_option("--epochs", config.epochs, "passes over the training set");
+  app.add_option("--batch_size", config.batch_size,
+                 "global batch size, split across workers");
+  app.add_option("--lr", config.optimizer.lr, "learning rate");
+  app.add_option("--lr_schedule", config.lr_schedule,
+                 "constant or cosine (decay to 0 over the run)");
+  app.add_option("--hidden", hidden, "hidden layer sizes, comma-separated");
+  app.add_option("--activation", config.activation, "relu, gelu or tanh");
+  app.add_option("--dropout", config.dropout, "dropout after each hidden layer");
+  app.add_option("--optimizer", config.optimizer.name, "sgd or adamw");
+  app.add_option("--momentum", config.optimizer.momentum, "SGD momentum");
+  app.add_flag("--nesterov", config.optimizer.nesterov, "Nesterov momentum (SGD)");
+  app.add_option("--weight_decay", config.optimizer.weight_decay,
+                 "L2 (SGD) or decoupled (AdamW) weight decay");
+  app.add_option("--seed", config.seed, "seed for initialisation and shuffling");
+  app.add_option("--mode", config.launch.mode,
+                 "threads (one process) or mpi (started by mpirun)");
+  app.add_option("--workers", workers,
+                 "worker threads in threads mode (default 1); not with --mode=mpi");
+  app.add_option("--device", config.launch.device, "cpu");
+  app.add_option("--bucket_mb", config.bucket_mb, "gradient bucket size in MiB");
+  app.add_flag("--no_overlap", [&](int64_t) { config.overlap = false; },
+               "all-reduce after backward instead of during it");
+  app.add_option("--max_train", config.max_train,
+                 "use only the first N training examples (-1: all)");
+  app.add_option("--max_test", config.max_test,
+                 "use only the first N test examples (-1: all)");
+  app.add_flag("--quiet", config.quiet, "print only the final line");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    config.hidden = tandem::ParseSizes(hidden);
+    if (app.count("--workers") > 0) config.launch.workers = workers;
+    const tandem::TrainResult result = tandem::TrainFashionMnist(config, std::cout);
+    if (result.is_root) {
+      std::cout << "trained in " << std::fixed << std::setprecision(1)
+                << result.seconds << " s\n"
+                << "test_accuracy=" << std::setprecision(4) << result.test_accuracy
+                << std::endl;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

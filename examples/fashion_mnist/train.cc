@@ -1,0 +1,209 @@
+#include "examples/fashion_mnist/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <mutex>
+#include <sstream>
+
+#include "core/check.h"
+#include "core/data/batch_iterator.h"
+#include "core/data/idx_reader.h"
+#include "core/data/normalize.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "layers/loss.h"
+#include "layers/lr_schedule.h"
+#include "layers/mlp.h"
+#include "parallel/reducer.h"
+#include "parallel/sharding.h"
+
+namespace tandem {
+
+std::vector<int64_t> ParseSizes(const std::string& text) {
+  std::vector<int64_t> sizes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    TANDEM_CHECK(*end == '\0' && v > 0)
+        << "--hidden must be positive sizes separated by commas (e.g. 512,256), got '"
+        << text << "'";
+    sizes.push_back(v);
+  }
+  return sizes;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+void Validate(const TrainConfig& c) {
+  TANDEM_CHECK(c.epochs >= 1) << "--epochs must be at least 1, got " << c.epochs;
+  TANDEM_CHECK(c.batch_size >= 1) << "--batch_size must be at least 1, got "
+                                  << c.batch_size;
+  TANDEM_CHECK(c.bucket_mb > 0) << "--bucket_mb must be positive, got " << c.bucket_mb;
+  TANDEM_CHECK(c.dropout >= 0 && c.dropout < 1)
+      << "--dropout must be in [0, 1), got " << c.dropout;
+  if (c.launch.workers.has_value()) {
+    TANDEM_CHECK(c.batch_size >= *c.launch.workers)
+        << "--batch_size=" << c.batch_size << " is smaller than --workers="
+        << *c.launch.workers << ": every worker needs at least one example";
+  }
+  ParseActivation(c.activation);
+  ParseLrSchedule(c.lr_schedule);
+}
+
+// Accuracy of rank's shard of `data`, summed over workers.
+double Evaluate(Sequential& model, const data::Dataset& data, Worker& worker) {
+  model.SetTraining(false);
+  const ShardRange shard = Shard(data.size(), worker.rank, worker.size);
+  const int64_t chunk = 2000;
+  Tensor correct = Tensor::Zeros({1}, worker.device);
+  Tensor count = Tensor::Empty({1}, worker.device);
+  for (int64_t begin = shard.begin; begin < shard.end; begin += chunk) {
+    const int64_t end = std::min(shard.end, begin + chunk);
+    Tensor x = data.images.Slice(begin, end).To(worker.device);
+    Tensor y = data.labels.Slice(begin, end).To(worker.device);
+    ops::CountCorrect(model.Forward(x), y, count);
+    ops::Axpy(1.f, count, correct);
+  }
+  float total = correct.Item();
+  worker.comm.AllReduce(&total, 1, ReduceOp::kSum);
+  model.SetTraining(true);
+  return total / static_cast<double>(data.size());
+}
+
+}  // namespace
+
+TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
+  Validate(config);
+  data::Dataset train = data::LoadFashionMnist(config.data_dir, true, config.max_train);
+  data::Dataset test = data::LoadFashionMnist(config.data_dir, false, config.max_test);
+  // Statistics of the training set only, applied to both.
+  const data::Normalization norm = data::ComputeNormalization(train.images);
+  data::Normalize(norm, train.images);
+  data::Normalize(norm, test.images);
+
+  std::vector<int64_t> sizes = {train.images.dim(1)};
+  for (int64_t h : config.hidden) sizes.push_back(h);
+  sizes.push_back(train.num_classes);
+
+  TrainResult result;
+  std::mutex result_mutex;
+  const auto start = Clock::now();
+  Launch(config.launch, [&](Worker& worker) {
+    const bool root = worker.is_root();
+    Rng rng(config.seed);
+    MlpOptions mlp;
+    mlp.dropout = config.dropout;
+    mlp.dropout_seed = config.seed + 1 + 1000 * worker.rank;
+    mlp.device = worker.device;
+    auto model = Mlp(sizes, ParseActivation(config.activation), rng, mlp);
+    ReducerOptions reducer_options;
+    reducer_options.bucket_bytes = static_cast<int64_t>(config.bucket_mb * (1 << 20));
+    reducer_options.overlap = config.overlap;
+    Reducer reducer(*model, worker.comm, reducer_options);
+    auto optimizer = MakeOptimizer(config.optimizer, model->Parameters());
+    SoftmaxCrossEntropyLoss loss;
+
+    if (root && !config.quiet) {
+      log << "model: " << model->Describe() << " (" << ParameterCount(*model)
+          << " parameters), " << reducer.num_buckets() << " gradient bucket(s)\n"
+          << "data: " << train.size() << " train / " << test.size()
+          << " test examples; " << worker.size << " worker(s), mode "
+          << config.launch.mode << ", device " << worker.device << "\n";
+    }
+
+    const int64_t max_shard = Shard(config.batch_size, 0, worker.size).size();
+    Tensor x_buffer = Tensor::Empty({max_shard, train.images.dim(1)}, worker.device);
+    Tensor y_buffer = Tensor::Empty({max_shard}, worker.device);
+    Tensor loss_sum = Tensor::Empty({1}, worker.device);
+    Tensor correct_sum = Tensor::Empty({1}, worker.device);
+    Tensor correct = Tensor::Empty({1}, worker.device);
+    std::vector<int64_t> batch;
+    const LrSchedule schedule = ParseLrSchedule(config.lr_schedule);
+    const int64_t steps_per_epoch =
+        (train.size() + config.batch_size - 1) / config.batch_size;
+    const int64_t total_steps = steps_per_epoch * config.epochs;
+
+    for (int epoch = 0; epoch < config.epochs; ++epoch) {
+      const auto epoch_start = Clock::now();
+      data::BatchIterator batches(
+          data::EpochOrder(train.size(), config.seed, epoch, /*shuffle=*/true),
+          config.batch_size);
+      ops::Fill(loss_sum, 0.f);
+      ops::Fill(correct_sum, 0.f);
+      double comm_wait = 0.0;
+      while (batches.Next(batch)) {
+        const std::vector<int64_t> shard = ShardIndices(batch, worker.rank, worker.size);
+        const int64_t n = static_cast<int64_t>(shard.size());
+        Tensor x = x_buffer.Slice(0, n);
+        Tensor y = y_buffer.Slice(0, n);
+        data::GatherRows(train.images, shard, x);
+        data::GatherRows(train.labels, shard, y);
+
+        optimizer->set_lr(ScheduledLr(schedule, config.optimizer.lr,
+                                      optimizer->steps(), total_steps));
+        optimizer->ZeroGrad();
+        Tensor logits = model->Forward(x);
+        // Normalised by the global batch: see Note [Gradient averaging].
+        ops::Axpy(1.f, loss.Forward(logits, y, static_cast<int64_t>(batch.size())),
+                  loss_sum);
+        reducer.Backward(loss.Backward());
+        optimizer->Step();
+        comm_wait += reducer.last_comm_wait_seconds();
+        ops::CountCorrect(logits, y, correct);
+        ops::Axpy(1.f, correct, correct_sum);
+      }
+      const double train_seconds = Seconds(epoch_start);
+      // [loss, correct]: sums over ranks give the epoch's global figures.
+      float totals[2] = {loss_sum.Item(), correct_sum.Item()};
+      worker.comm.AllReduce(totals, 2, ReduceOp::kSum);
+      const double mean_loss = totals[0] / batches.num_batches();
+      TANDEM_CHECK(std::isfinite(mean_loss))
+          << "training diverged: the loss of epoch " << epoch + 1
+          << " is not finite; lower --lr";
+      EpochStats stats;
+      stats.epoch = epoch + 1;
+      stats.loss = mean_loss;
+      stats.train_accuracy = totals[1] / static_cast<double>(train.size());
+      stats.test_accuracy = Evaluate(*model, test, worker);
+      stats.samples_per_second = train.size() / train_seconds;
+      stats.comm_wait_seconds = comm_wait;
+      if (root) {
+        if (!config.quiet) {
+          log << std::fixed << "epoch " << stats.epoch << "/" << config.epochs
+              << "  loss " << std::setprecision(4) << stats.loss << "  train_acc "
+              << stats.train_accuracy << "  test_acc " << stats.test_accuracy
+              << "  samples/s " << std::setprecision(0) << stats.samples_per_second
+              << "  comm_wait " << std::setprecision(3) << stats.comm_wait_seconds
+              << "s" << std::endl;
+        }
+        std::lock_guard<std::mutex> lock(result_mutex);
+        result.epochs.push_back(stats);
+      }
+    }
+    if (root) {
+      std::lock_guard<std::mutex> lock(result_mutex);
+      for (Parameter& p : model->Parameters()) {
+        const std::vector<float> v = p.value->ToVector();
+        result.parameters.insert(result.parameters.end(), v.begin(), v.end());
+      }
+    } else if (config.launch.mode == "mpi") {
+      std::lock_guard<std::mutex> lock(result_mutex);
+      result.is_root = false;
+    }
+  });
+  result.seconds = Seconds(start);
+  if (!result.epochs.empty()) result.test_accuracy = result.epochs.back().test_accuracy;
+  return result;
+}
+
+}  // namespace tandem

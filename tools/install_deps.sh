@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every system package Tandem needs on Debian 12 (idempotent).
+# Runs apt-get as root, or through sudo otherwise. CUDA is optional: where
+# /usr/local/cuda (or $CUDA_PATH) holds a toolkit, Bazel builds the GPU
+# backend too; elsewhere everything builds and tests CPU-only.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap        # Bazel 4.2.3 (offline build; see third_party/)
+  g++
+  libeigen3-dev          # CPU backend
+  zlib1g-dev             # gzip-compressed IDX files
+  libopenmpi-dev         # --mode=mpi
+  openmpi-bin            # mpirun
+  libgtest-dev           # GoogleTest
+  libcli11-dev           # command-line flags
+  dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install_deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's first quick-start command: set up, then train the Fashion-MNIST
+# example with data parallelism over two worker threads. Extra arguments go to
+# the trainer (e.g. --epochs=3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install_deps.sh
+exec bazel run -c opt //examples:fashion_mnist -- --mode=threads --workers=2 "$@"
