@@ -44,6 +44,16 @@ std::string CudaUnavailableReason() {
 #endif
 }
 
+void BindThreadToDevice(Device device) {
+  if (device.is_cpu()) return;
+#ifdef TANDEM_WITH_CUDA
+  GetBackend(device);  // validates the index
+  cuda::SetCurrentDevice(device.index);
+#else
+  GetBackend(device);  // throws: no CUDA in this build
+#endif
+}
+
 Device ResolveDevice(const std::string& text) {
   if (text == "auto") {
     return CudaDeviceCount() > 0 ? Device::Cuda(0) : Device::Cpu();

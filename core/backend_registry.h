@@ -24,6 +24,10 @@ int CudaDeviceCount();
 // Why CudaDeviceCount() is 0, for messages and test skips; "" when it isn't.
 std::string CudaUnavailableReason();
 
+// Makes `device` the calling thread's current device (cudaSetDevice for a
+// GPU; nothing for the CPU). Threads mode calls it once per worker thread.
+void BindThreadToDevice(Device device);
+
 // Resolves "auto" to cuda:0 when a GPU is present and cpu otherwise, and
 // checks that an explicit CUDA device exists (naming the flag's value).
 Device ResolveDevice(const std::string& text);

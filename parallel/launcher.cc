@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/thread_communicator.h"
@@ -45,9 +46,12 @@ void LaunchThreads(int workers, Device device,
   ThreadGroup group(workers);
   FirstFailure failure;
   auto run = [&](int rank) {
-    Worker worker{rank, workers, device, group.communicator(rank)};
+    // One GPU per worker thread: worker i drives cuda:i.
+    const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
+    Worker worker{rank, workers, mine, group.communicator(rank)};
     std::string message;
     try {
+      BindThreadToDevice(mine);
       fn(worker);
       return;
     } catch (const CollectiveAbortedError& e) {
@@ -96,9 +100,13 @@ void LaunchMpi(Device device, const std::function<void(Worker&)>& fn) {
          "use --mode=threads --workers=N";
   MpiRuntime runtime;  // leaves MPI alone if the caller already started it
   MpiCommunicator comm;
-  Worker worker{comm.rank(), comm.size(), device, comm};
+  // One GPU per rank: the node-local rank picks among the visible GPUs.
+  const Device mine =
+      device.is_cuda() ? Device::Cuda(comm.local_rank() % CudaDeviceCount()) : device;
+  Worker worker{comm.rank(), comm.size(), mine, comm};
   std::string message;
   try {
+    BindThreadToDevice(mine);
     fn(worker);
     return;
   } catch (const std::exception& e) {
@@ -118,14 +126,14 @@ void Launch(const LaunchOptions& options,
   TANDEM_CHECK(threads || options.mode == "mpi")
       << "--mode=" << options.mode
       << " is not a launch mode: use --mode=threads or --mode=mpi";
-  TANDEM_CHECK(options.device == "cpu")
-      << "--device=" << options.device
-      << " is not supported by the launcher yet: use --device=cpu";
-  const Device device = Device::Cpu();
+  const Device device = ResolveDevice(options.device);
   if (threads) {
     const int workers = options.workers.value_or(1);
     TANDEM_CHECK(workers >= 1)
         << "--workers=" << workers << ": need at least 1 worker";
+    TANDEM_CHECK(device.is_cpu() || workers <= CudaDeviceCount())
+        << "--workers=" << workers << " but only " << CudaDeviceCount()
+        << " CUDA device(s) are visible (threads mode puts one worker on each GPU)";
     LaunchThreads(workers, device, fn);
   } else {
     TANDEM_CHECK(!options.workers.has_value())

@@ -39,7 +39,9 @@ struct LaunchOptions {
   // Threads mode: how many workers, 1 when unset. Mpi mode: must stay unset,
   // since mpirun -np decides; optional so that "set" is visible even for 1.
   std::optional<int> workers;
-  // "cpu" for now; a string so that "cuda" and "auto" can come later.
+  // "cpu", "cuda" (worker i on GPU i in threads mode, on GPU
+  // node-local-rank % GPUs in mpi mode) or "auto" (cuda when a GPU is
+  // visible, else cpu).
   std::string device = "cpu";
 };
 

@@ -38,6 +38,10 @@ Reducer::Reducer(Sequential& model, Communicator& comm, ReducerOptions options)
     layer_params_.push_back(std::move(indices));
   }
   BuildBuckets();
+  const Device device = params_.empty() ? Device::Cpu() : params_[0].value->device();
+  TANDEM_CHECK(device.is_cpu() || comm_.size() == 1)
+      << "data parallelism on " << device << " needs a GPU communicator (NCCL); "
+      << comm_.Describe() << " reduces host memory only";
   BroadcastParameters();
   comm_thread_ = std::thread([this] { CommLoop(); });
 }
@@ -97,13 +101,18 @@ std::vector<std::string> Reducer::BucketParameterNames(int b) const {
 }
 
 void Reducer::BroadcastParameters() {
+  if (comm_.size() == 1) return;
   for (Parameter& p : params_) {
     comm_.Broadcast(p.value->data(), p.value->numel(), /*root=*/0);
   }
 }
 
 Tensor Reducer::Backward(const Tensor& dloss) {
-  if (!sync_) return model_.Backward(dloss);
+  // One worker: its gradients already are the global ones.
+  if (!sync_ || comm_.size() == 1) {
+    last_comm_wait_ = 0.0;
+    return model_.Backward(dloss);
+  }
 
   using Clock = ReducerTimeline::Clock;
   timeline_ = ReducerTimeline();

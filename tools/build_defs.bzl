@@ -19,6 +19,10 @@ TANDEM_COPTS = [
     "-Werror=return-type",
     "-mavx2",
     "-mfma",
+    # No silent a*b+c -> fma contraction: results must not depend on the
+    # optimisation level (fastbuild tests and -c opt runs agree bitwise).
+    # Eigen's GEMM uses FMA explicitly and is unaffected.
+    "-ffp-contract=off",
 ]
 
 # Machine code for Hopper (H100/H200) and Ampere, plus PTX for newer chips.

@@ -509,6 +509,10 @@ Backend& GetCudaBackend(int index) { return Context(index); }
 
 cudaStream_t ComputeStream(int index) { return Context(index).stream(); }
 
+void SetCurrentDevice(int index) {
+  CUDA_CHECK(cudaSetDevice(index)) << "binding this thread to cuda:" << index;
+}
+
 void SetAllowTf32(bool allow) { Tf32Flag().store(allow); }
 bool AllowTf32() { return Tf32Flag().load(); }
 

@@ -56,6 +56,10 @@ constexpr size_t kStagingChunkBytes = size_t{8} << 20;
 // For code that orders other streams against it (cuda::StreamWaitFor).
 cudaStream_t ComputeStream(int index);
 
+// cudaSetDevice(index) for the calling thread (threads mode binds each
+// worker thread to its GPU once).
+void SetCurrentDevice(int index);
+
 // Whether cuBLAS may use TF32 tensor cores for fp32 GEMMs, for every context
 // (existing and future); takes effect at each context's next Gemm. The
 // default is false, or true when TANDEM_ALLOW_TF32=1 is set in the

@@ -29,6 +29,10 @@ namespace internal {
 
 inline bool CudaOk(cudaError_t status) { return status == cudaSuccess; }
 inline std::string CudaErrorText(cudaError_t status) {
+  // A failed runtime call also becomes the thread's "last error", which the
+  // next launch check would report as its own; we have reported it here, so
+  // clear it (a no-op for sticky errors, which corrupt the context anyway).
+  cudaGetLastError();
   return std::string("CUDA error ") + cudaGetErrorName(status) + " (" +
          cudaGetErrorString(status) + ")";
 }
@@ -45,6 +49,7 @@ inline std::string CublasErrorText(cublasStatus_t status) {
 inline void LogIfError(cudaError_t status, const char* expression,
                        const char* file, int line) {
   if (status != cudaSuccess) {
+    cudaGetLastError();  // as in CudaErrorText
     std::fprintf(stderr, "tandem: ignoring %s in %s at %s:%d\n",
                  CudaErrorText(status).c_str(), expression, file, line);
   }

@@ -2,6 +2,8 @@
 // modes. Mpi mode under mpirun is tested by mpi_launcher_test.
 #include "parallel/launcher.h"
 
+#include "core/backend_registry.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -166,14 +168,36 @@ TEST(LauncherTest, MpiModeOutsideMpirunSaysHowToStart) {
       << error;
 }
 
-TEST(LauncherTest, RejectsUnsupportedDevice) {
+TEST(LauncherTest, CudaWorkersBeyondVisibleGpusIsAClearError) {
   LaunchOptions options;
   options.device = "cuda";
+  options.workers = CudaDeviceCount() + 1;
   const std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
-  EXPECT_NE(error.find("--device=cuda is not supported by the launcher yet: "
-                       "use --device=cpu"),
-            std::string::npos)
-      << error;
+  if (CudaDeviceCount() == 0) {
+    EXPECT_NE(error.find("--device=cuda but there are no CUDA devices"),
+              std::string::npos)
+        << error;
+  } else {
+    EXPECT_NE(error.find("CUDA device(s) are visible"), std::string::npos) << error;
+  }
+}
+
+TEST(LauncherTest, ThreadsModeGivesEachWorkerItsOwnGpu) {
+  if (CudaDeviceCount() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << CudaDeviceCount();
+  LaunchOptions options;
+  options.device = "cuda";
+  options.workers = 2;
+  std::vector<Device> seen(2);
+  Launch(options, [&](Worker& w) { seen[w.rank] = w.device; });
+  EXPECT_EQ(seen[0], Device::Cuda(0));
+  EXPECT_EQ(seen[1], Device::Cuda(1));
+}
+
+TEST(LauncherTest, UnknownDeviceNamesTheFlagValue) {
+  LaunchOptions options;
+  options.device = "tpu";
+  const std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
+  EXPECT_NE(error.find("unknown device 'tpu'"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds optimised test and example binaries here and copies them, stripped,
+# into .device/ (git-ignored) so the `device` tool can carry them to the GPU
+# machine, which has no Bazel. See ../shared/docs/gpu-machine.md.
+#   tools/device/bundle.sh [--data] [extra bazel targets...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+with_data=0
+if [ "${1:-}" = "--data" ]; then with_data=1; shift; fi
+targets=$(bazel query 'kind("cc_test|cc_binary", //tests/... + //examples/... + //bench/...)' 2>/dev/null)
+# Static linking of our own libraries: tests otherwise link them as .so
+# files from bazel-bin/_solib, which do not travel.
+bazel build -c opt --dynamic_mode=off $targets "$@" >/dev/null
+rm -rf .device && mkdir -p .device/bin
+for t in $targets; do
+  pkg=${t%%:*}; pkg=${pkg#//}; name=${t##*:}
+  src=bazel-out/k8-opt/bin/$pkg/$name
+  [ -f "$src" ] || continue
+  out=.device/bin/$(echo "$pkg" | tr / _)__$name
+  cp "$src" "$out" && chmod u+w "$out" && strip -s "$out"
+done
+cp tools/device/run_tests.sh .device/
+cp -r bench/*.py .device/ 2>/dev/null || true
+if [ $with_data = 1 ]; then
+  mkdir -p .device/data && cp /usr/share/datasets/fashion-mnist/*.gz .device/data/
+fi
+du -sh .device
