@@ -1,0 +1,42 @@
+// The reducer across MPI ranks equals one worker on the global batch.
+// Run by mpi_test.sh under mpirun -np 2 and -np 4.
+#include <gtest/gtest.h>
+
+#include "parallel/mpi_communicator.h"
+#include "parallel/thread_communicator.h"
+#include "tests/support/dp_training.h"
+
+namespace tandem {
+namespace {
+
+using testing::DpSetup;
+
+TEST(MpiReducerTest, RanksEqualOneWorkerOnTheGlobalBatch) {
+  MpiCommunicator comm;
+  for (bool overlap : {true, false}) {
+    DpSetup setup;
+    setup.overlap = overlap;
+    ThreadGroup alone(1);  // the reference: this process on its own
+    const std::vector<float> reference =
+        testing::TrainDataParallel(alone.communicator(0), setup);
+    const std::vector<float> params = testing::TrainDataParallel(comm, setup);
+    const double diff = testing::MaxRelativeDifference(params, reference);
+    std::cout << "rank " << comm.rank() << "/" << comm.size()
+              << (overlap ? " overlap" : " no-overlap")
+              << ": max relative difference to 1 worker " << diff << "\n";
+    EXPECT_LE(diff, 1e-5);
+    // Every rank holds rank 0's parameters, bitwise.
+    std::vector<float> root = params;
+    comm.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0);
+    EXPECT_EQ(root, params);
+  }
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  tandem::MpiRuntime mpi(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,149 @@
+// The reducer in threads mode: N workers equal one worker on the global
+// batch; runs are bitwise reproducible; all-reduce overlaps backward.
+#include "parallel/reducer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/rng.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
+#include "parallel/thread_communicator.h"
+#include "tests/support/dp_training.h"
+
+namespace tandem {
+namespace {
+
+using testing::DpSetup;
+using testing::MaxRelativeDifference;
+using testing::TrainDataParallel;
+
+// Runs TrainDataParallel on n threads; returns every rank's parameters.
+std::vector<std::vector<float>> RunThreads(int n, const DpSetup& setup) {
+  ThreadGroup group(n);
+  std::vector<std::vector<float>> params(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { params[r] = TrainDataParallel(group.communicator(r), setup); });
+  }
+  for (std::thread& t : threads) t.join();
+  return params;
+}
+
+TEST(ReducerTest, WorkersEqualOneWorkerOnTheGlobalBatch) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    for (bool overlap : {true, false}) {
+      DpSetup setup;
+      setup.optimizer = optimizer;
+      setup.overlap = overlap;
+      const std::vector<float> reference = RunThreads(1, setup)[0];
+      for (int n = 2; n <= 4; ++n) {
+        const auto params = RunThreads(n, setup);
+        const double diff = MaxRelativeDifference(params[0], reference);
+        std::cout << optimizer << (overlap ? " overlap" : " no-overlap") << " N=" << n
+                  << ": max relative difference to 1 worker " << diff << "\n";
+        EXPECT_LE(diff, 1e-5) << optimizer << " N=" << n;
+        for (int r = 1; r < n; ++r) {
+          EXPECT_EQ(params[r], params[0]) << "rank " << r << " diverged from rank 0";
+        }
+      }
+    }
+  }
+}
+
+TEST(ReducerTest, BatchSmallerThanWorldLeavesRanksEmptyWithoutHanging) {
+  DpSetup setup;
+  setup.batch = 2;  // ranks 2 and 3 get no examples
+  const std::vector<float> reference = RunThreads(1, setup)[0];
+  const auto params = RunThreads(4, setup);
+  EXPECT_LE(MaxRelativeDifference(params[3], reference), 1e-5);
+}
+
+TEST(ReducerTest, ThreadsModeIsBitwiseReproducible) {
+  DpSetup setup;
+  const auto first = RunThreads(3, setup);
+  const auto second = RunThreads(3, setup);
+  ASSERT_EQ(first[0].size(), second[0].size());
+  EXPECT_EQ(0, std::memcmp(first[0].data(), second[0].data(),
+                           first[0].size() * sizeof(float)));
+}
+
+TEST(ReducerTest, NoSyncAccumulationEqualsOneLargeBatch) {
+  DpSetup accumulate;
+  accumulate.batch = 6;
+  accumulate.micro_steps = 2;  // 2 x 6 examples, one all-reduce per step
+  DpSetup reference_setup = accumulate;
+  const std::vector<float> reference = RunThreads(1, reference_setup)[0];
+  const auto params = RunThreads(2, accumulate);
+  EXPECT_LE(MaxRelativeDifference(params[0], reference), 1e-5);
+}
+
+TEST(ReducerTest, BucketsFollowReverseLayerOrder) {
+  ThreadGroup group(1);
+  Rng rng(0);
+  auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  ReducerOptions options;
+  options.bucket_bytes = 1;  // one parameter per bucket
+  Reducer reducer(*model, group.communicator(0), options);
+  ASSERT_EQ(reducer.num_buckets(), 4);
+  EXPECT_EQ(reducer.BucketParameterNames(0), std::vector<std::string>{"fc2.bias"});
+  EXPECT_EQ(reducer.BucketParameterNames(3), std::vector<std::string>{"fc1.weight"});
+  // Gradients are views into the buckets.
+  options.bucket_bytes = 1 << 20;
+  auto model2 = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  Reducer one_bucket(*model2, group.communicator(0), options);
+  EXPECT_EQ(one_bucket.num_buckets(), 1);
+  EXPECT_EQ(one_bucket.bucket_elements(0), 4 * 3 + 3 + 3 * 2 + 2);
+}
+
+// Timestamps, not sleeps: with overlap on, the first bucket's all-reduce
+// starts before backward of the first layer has finished; with overlap off,
+// only after backward has ended.
+TEST(ReducerTest, AllReduceOverlapsBackward) {
+  for (bool overlap : {true, false}) {
+    ThreadGroup group(2);
+    std::vector<ReducerTimeline> timelines(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        Rng rng(1);
+        // Six 384-wide layers: backward of the early layers takes
+        // milliseconds, long after the last layer's bucket is ready.
+        auto model = Mlp({384, 384, 384, 384, 384, 384, 10}, Activation::kRelu, rng);
+        ReducerOptions options;
+        options.bucket_bytes = 384 * 384 * 4;  // about one layer per bucket
+        options.overlap = overlap;
+        Reducer reducer(*model, group.communicator(r), options);
+        SoftmaxCrossEntropyLoss loss;
+        Tensor x = Tensor::Full({256, 384}, 0.5f);
+        Tensor y = Tensor::Zeros({256});
+        for (int step = 0; step < 3; ++step) {
+          loss.Forward(model->Forward(x), y);
+          reducer.Backward(loss.Backward());
+        }
+        timelines[r] = reducer.last_timeline();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const ReducerTimeline& t : timelines) {
+      const double first_start_ms =
+          std::chrono::duration<double, std::milli>(t.bucket_start[0] - t.backward_start).count();
+      const double layer0_done_ms =
+          std::chrono::duration<double, std::milli>(t.layer_done[0] - t.backward_start).count();
+      std::cout << (overlap ? "overlap on" : "overlap off")
+                << ": first bucket all-reduce started at " << first_start_ms
+                << " ms; first layer's backward ended at " << layer0_done_ms << " ms\n";
+      if (overlap) {
+        EXPECT_LT(t.bucket_start[0], t.layer_done[0]);
+      } else {
+        EXPECT_GE(t.bucket_start[0], t.backward_end);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,75 @@
+#include "tests/support/dp_training.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
+#include "layers/optimizer.h"
+#include "parallel/reducer.h"
+#include "parallel/sharding.h"
+
+namespace tandem {
+namespace testing {
+
+std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup) {
+  // Rank-dependent init on purpose: the reducer must broadcast rank 0's.
+  Rng init(100 + comm.rank());
+  auto model = Mlp({6, 8, 5, 3}, Activation::kTanh, init);
+  ReducerOptions options;
+  options.bucket_bytes = setup.bucket_bytes;
+  options.overlap = setup.overlap;
+  Reducer reducer(*model, comm, options);
+  OptimizerConfig config;
+  config.name = setup.optimizer;
+  config.lr = 0.05f;
+  config.momentum = 0.9f;
+  auto optimizer = MakeOptimizer(config, model->Parameters());
+  SoftmaxCrossEntropyLoss loss;
+
+  const int64_t micro_batch = setup.batch;
+  const int64_t global = micro_batch * setup.micro_steps;
+  for (int step = 0; step < setup.steps; ++step) {
+    optimizer->ZeroGrad();
+    for (int micro = 0; micro < setup.micro_steps; ++micro) {
+      // The same global micro-batch on every rank, from (step, micro).
+      Rng data(1000 * step + micro);
+      std::vector<float> x(micro_batch * 6), y(micro_batch);
+      for (float& v : x) v = data.Normal();
+      for (float& v : y) v = static_cast<float>(data.UniformInt(3));
+      const ShardRange shard = Shard(micro_batch, comm.rank(), comm.size());
+      Tensor xs = Tensor::FromVector(
+          std::vector<float>(x.begin() + shard.begin * 6, x.begin() + shard.end * 6),
+          {shard.size(), 6});
+      Tensor ys = Tensor::FromVector(
+          std::vector<float>(y.begin() + shard.begin, y.begin() + shard.end),
+          {shard.size()});
+      loss.Forward(model->Forward(xs), ys, global);
+      reducer.set_sync(micro + 1 == setup.micro_steps);
+      reducer.Backward(loss.Backward());
+    }
+    optimizer->Step();
+  }
+  std::vector<float> params;
+  for (Parameter& p : model->Parameters()) {
+    const std::vector<float> v = p.value->ToVector();
+    params.insert(params.end(), v.begin(), v.end());
+  }
+  return params;
+}
+
+double MaxRelativeDifference(const std::vector<float>& a,
+                             const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]) /
+                                std::max(std::abs(double(b[i])), 1e-3));
+  }
+  return worst;
+}
+
+}  // namespace testing
+}  // namespace tandem

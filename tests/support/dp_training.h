@@ -1,0 +1,37 @@
+// A small deterministic data-parallel training run, shared by the reducer's
+// threads-mode and MPI tests: every rank trains the same MLP on its shard of
+// each global batch and returns the final parameters.
+//
+//   ThreadGroup one(1);
+//   std::vector<float> reference = TrainDataParallel(one.communicator(0), setup);
+#ifndef TANDEM_TESTS_SUPPORT_DP_TRAINING_H_
+#define TANDEM_TESTS_SUPPORT_DP_TRAINING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+
+namespace tandem {
+namespace testing {
+
+struct DpSetup {
+  int steps = 4;
+  int64_t batch = 10;           // global batch; uneven over 3 or 4 ranks
+  int64_t bucket_bytes = 256;   // small: several buckets
+  bool overlap = true;
+  int micro_steps = 1;          // >1: accumulate with sync off, then sync
+  std::string optimizer = "sgd";
+};
+
+std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup);
+
+// max |a - b| / max(|b|, 1e-3) over elements.
+double MaxRelativeDifference(const std::vector<float>& a,
+                             const std::vector<float>& b);
+
+}  // namespace testing
+}  // namespace tandem
+
+#endif  // TANDEM_TESTS_SUPPORT_DP_TRAINING_H_
