@@ -1,0 +1,76 @@
+// A user-defined layer, written only against Tandem's public API
+// (core/ops.h, core/tensor.h, layers/layer.h): y = x A^T B^T, a linear map
+// factored through `rank` dimensions (in*rank + rank*out weights instead of
+// in*out). It runs on CPU and GPU without knowing which, and trains like any
+// built-in layer. docs/custom_layers.md walks through it.
+#ifndef TANDEM_EXAMPLES_CUSTOM_LAYER_LOW_RANK_LINEAR_H_
+#define TANDEM_EXAMPLES_CUSTOM_LAYER_LOW_RANK_LINEAR_H_
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "layers/layer.h"
+
+namespace example {
+
+using tandem::Tensor;
+
+class LowRankLinear : public tandem::Layer {
+ public:
+  LowRankLinear(std::string name, int64_t in, int64_t out, int64_t rank,
+                tandem::Rng& rng, tandem::Device device = tandem::Device::Cpu())
+      : name_(std::move(name)), in_(in) {
+    a_ = Random({rank, in}, std::sqrt(3.f / in), rng, device);      // [rank, in]
+    b_ = Random({out, rank}, std::sqrt(3.f / rank), rng, device);   // [out, rank]
+    da_ = Tensor::Zeros(a_.shape(), device);
+    db_ = Tensor::Zeros(b_.shape(), device);
+  }
+
+  Tensor Forward(const Tensor& x) override {  // x [batch, in]
+    TANDEM_CHECK(x.rank() == 2 && x.dim(1) == in_)
+        << "layer '" << name_ << "' got input " << tandem::ShapeToString(x.shape())
+        << ": expected [batch, " << in_ << "]";
+    x_ = x;
+    h_ = Tensor::Empty({x.dim(0), a_.dim(0)}, x.device());
+    tandem::ops::Gemm(x, false, a_, true, h_);   // h = x A^T   [batch, rank]
+    Tensor y = Tensor::Empty({x.dim(0), b_.dim(0)}, x.device());
+    tandem::ops::Gemm(h_, false, b_, true, y);   // y = h B^T   [batch, out]
+    return y;
+  }
+
+  Tensor Backward(const Tensor& dy) override {  // dy [batch, out]
+    tandem::ops::Gemm(dy, true, h_, false, db_, 1.f, 1.f);   // dB += dy^T h
+    Tensor dh = Tensor::Empty(h_.shape(), dy.device());
+    tandem::ops::Gemm(dy, false, b_, false, dh);             // dh = dy B
+    tandem::ops::Gemm(dh, true, x_, false, da_, 1.f, 1.f);   // dA += dh^T x
+    Tensor dx = Tensor::Empty(x_.shape(), dy.device());
+    tandem::ops::Gemm(dh, false, a_, false, dx);             // dx = dh A
+    return dx;
+  }
+
+  std::vector<tandem::Parameter> Parameters() override {
+    return {{name_ + ".a", &a_, &da_}, {name_ + ".b", &b_, &db_}};
+  }
+  std::string Name() const override { return name_; }
+
+ private:
+  static Tensor Random(const tandem::Shape& shape, float bound, tandem::Rng& rng,
+                       tandem::Device device) {
+    std::vector<float> v(tandem::NumElements(shape));
+    for (float& w : v) w = rng.Uniform(-bound, bound);
+    return Tensor::FromVector(v, shape, device);
+  }
+
+  std::string name_;
+  int64_t in_;
+  Tensor a_, b_, da_, db_;  // weights and their gradients
+  Tensor x_, h_;            // saved by Forward for Backward
+};
+
+}  // namespace example
+
+#endif  // TANDEM_EXAMPLES_CUSTOM_LAYER_LOW_RANK_LINEAR_H_

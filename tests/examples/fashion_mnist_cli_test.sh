@@ -1,0 +1,28 @@
+#!/bin/bash
+# Runs the example binary as a user would: a short run must end with
+# `test_accuracy=0.xxxx`, and bad flags must fail naming the flag.
+set -u
+bin=$1
+fail() { echo "FAIL: $*"; exit 1; }
+
+out=$("$bin" --epochs=1 --max_train=2000 --max_test=500 --hidden=32 --workers=2 2>&1) \
+  || fail "short run exited non-zero: $out"
+echo "$out"
+last=$(echo "$out" | tail -n 1)
+[[ $last =~ ^test_accuracy=0\.[0-9]{4}$ ]] || fail "last line is '$last'"
+
+expect_error() {  # text args...
+  local text=$1; shift
+  local err
+  err=$("$bin" "$@" 2>&1) && fail "'$*' succeeded"
+  echo "$err" | grep -qF -- "$text" || fail "'$*' printed '$err', not '$text'"
+  echo "ok: $* -> $(echo "$err" | head -n 1)"
+}
+expect_error "--mode=bogus" --mode=bogus
+expect_error "--workers=0" --workers=0
+expect_error "--lr" --lr=-1 --epochs=1 --max_train=100 --max_test=100
+expect_error "unknown optimizer 'adagrad' (--optimizer)" --optimizer=adagrad --max_train=100 --max_test=100
+expect_error "--workers cannot be used with --mode=mpi" --mode=mpi --workers=2
+expect_error "--no_such_flag" --no_such_flag
+expect_error "--hidden" --hidden=12,x
+echo "PASS"
