@@ -81,6 +81,21 @@ class Communicator {
   // progress or started later throws CollectiveAbortedError); those that
   // cannot (MPI) end the whole job, so nobody waits forever.
   virtual void Abort(const std::string& reason) = 0;
+
+  // Stream-ordered collectives, for communicators over device memory (NCCL).
+  // See Note [Queued all-reduce] in parallel/reducer.cc.
+  //
+  // QueueAllReduce returns at once: the all-reduce runs on the
+  // communicator's own stream after everything the device's compute stream
+  // has queued so far (an event recorded there, waited on by the
+  // communication stream). JoinQueued makes the compute stream's later work
+  // wait for every queued all-reduce, again through an event: the host never
+  // waits. Host-memory communicators return false from supports_queued().
+  virtual bool supports_queued() const { return false; }
+  virtual void QueueAllReduce(float* data, int64_t count, ReduceOp op) {
+    TANDEM_CHECK(false) << Describe() << " has no stream-ordered all-reduce";
+  }
+  virtual void JoinQueued() {}
 };
 
 }  // namespace tandem

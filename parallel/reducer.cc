@@ -16,6 +16,18 @@ namespace tandem {
 // bucket 2 while another issues bucket 1 would pair mismatched buffers or
 // deadlock). PyTorch's reducer follows the same rule.
 //
+// Note [Queued all-reduce]
+// On GPUs the backward loop runs ahead of the device: when OnLayerDone fires,
+// the layer's kernels are queued, not finished. So the reducer does not hand
+// a bucket to a host thread; it calls comm.QueueAllReduce, which records an
+// event on the compute stream (after the bucket's last gradient kernel),
+// makes the communication stream wait on it and queues ncclAllReduce there.
+// Backward continues queuing kernels for earlier layers, which the GPU runs
+// while NCCL reduces. At the end, JoinQueued makes the compute stream wait on
+// one event from the communication stream, so the optimizer's kernels (on the
+// compute stream) see the reduced gradients. No host synchronisation, no
+// cudaDeviceSynchronize: the host stays ahead of the GPU.
+//
 // Note [Gradient averaging]
 // The loss is normalised by the global batch size (Loss::Forward's `examples`)
 // rather than by each worker's shard, and the reducer SUMS gradients. The sum
@@ -39,11 +51,12 @@ Reducer::Reducer(Sequential& model, Communicator& comm, ReducerOptions options)
   }
   BuildBuckets();
   const Device device = params_.empty() ? Device::Cpu() : params_[0].value->device();
-  TANDEM_CHECK(device.is_cpu() || comm_.size() == 1)
+  TANDEM_CHECK(device.is_cpu() || comm_.size() == 1 || comm_.supports_queued())
       << "data parallelism on " << device << " needs a GPU communicator (NCCL); "
       << comm_.Describe() << " reduces host memory only";
   BroadcastParameters();
-  comm_thread_ = std::thread([this] { CommLoop(); });
+  // See Note [Queued all-reduce]: stream-ordered communicators need no thread.
+  if (!comm_.supports_queued()) comm_thread_ = std::thread([this] { CommLoop(); });
 }
 
 Reducer::~Reducer() {
@@ -52,7 +65,7 @@ Reducer::~Reducer() {
     stopping_ = true;
   }
   cv_.notify_all();
-  comm_thread_.join();
+  if (comm_thread_.joinable()) comm_thread_.join();
 }
 
 void Reducer::BuildBuckets() {
@@ -132,6 +145,12 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   Tensor dx = model_.Backward(dloss, [this](size_t layer) { OnLayerDone(layer); });
   timeline_.backward_end = Clock::now();
   if (!options_.overlap) LaunchReadyBuckets();
+  if (comm_.supports_queued()) {
+    comm_.JoinQueued();
+    timeline_.step_end = Clock::now();
+    last_comm_wait_ = 0.0;  // the host never waits; the GPU's wait is on-device
+    return dx;
+  }
 
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [this] {
@@ -160,6 +179,15 @@ void Reducer::LaunchReadyBuckets() {
     launch.push_back(next_to_launch_++);
   }
   if (launch.empty()) return;
+  if (comm_.supports_queued()) {
+    // See Note [Queued all-reduce]; the sum follows Note [Gradient averaging].
+    for (int b : launch) {
+      timeline_.bucket_start[b] = ReducerTimeline::Clock::now();
+      comm_.QueueAllReduce(buckets_[b].flat.data(), buckets_[b].flat.numel(),
+                           ReduceOp::kSum);
+    }
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.insert(queue_.end(), launch.begin(), launch.end());

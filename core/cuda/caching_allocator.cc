@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/host_wait.h"
 #include "core/cuda/device_guard.h"
 
 namespace tandem {
@@ -135,6 +136,7 @@ void CachingAllocator::ReleaseCachedLocked() {
   if (previous != device_) TANDEM_CUDA_LOG_IF_ERROR(cudaSetDevice(device_));
   // A cached block may still be in use by queued work (see Note
   // [Stream-ordered reuse]): wait for all of it before cudaFree.
+  CountHostWait();
   TANDEM_CUDA_LOG_IF_ERROR(cudaDeviceSynchronize());
   for (auto& entry : free_blocks_) {
     for (void* block : entry.second) {

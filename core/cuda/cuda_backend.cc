@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/host_wait.h"
 #include "core/cuda/device_guard.h"
 #include "core/cuda/event.h"
 #include "core/cuda/kernels.h"
@@ -291,6 +292,7 @@ class CudaBackend : public Backend {
 
   void Synchronize() override {
     DeviceGuard guard(device_);
+    CountHostWait();
     CUDA_CHECK(cudaStreamSynchronize(stream_.get()))
         << "waiting for cuda:" << device_;
   }

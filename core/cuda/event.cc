@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/host_wait.h"
 
 namespace tandem {
 namespace cuda {
@@ -32,7 +33,10 @@ void Event::Record(cudaStream_t stream) {
   CUDA_CHECK(cudaEventRecord(event_, stream));
 }
 
-void Event::Synchronize() const { CUDA_CHECK(cudaEventSynchronize(event_)); }
+void Event::Synchronize() const {
+  CountHostWait();
+  CUDA_CHECK(cudaEventSynchronize(event_));
+}
 
 bool Event::Query() const {
   const cudaError_t status = cudaEventQuery(event_);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/host_wait.h"
 
 namespace tandem {
 namespace cuda {
@@ -26,7 +27,10 @@ Stream& Stream::operator=(Stream&& other) noexcept {
   return *this;
 }
 
-void Stream::Synchronize() const { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Stream::Synchronize() const {
+  CountHostWait();
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 void Stream::Reset() {
   // cudaStreamDestroy returns at once; work already queued still completes.
