@@ -104,6 +104,11 @@ class Backend {
   // HashU64(seed, offset + i), so CPU and CUDA draw the same mask.
   virtual void DropoutMask(float p, uint64_t seed, uint64_t offset,
                            float* mask, int64_t n) = 0;
+  // If loss[0] is NaN or infinite and first_bad[0] < 0, sets first_bad[0] =
+  // step: a sticky record of the first non-finite loss that the host reads
+  // only now and then, so checking costs no synchronisation per step.
+  virtual void TrackNonFinite(const float* loss, int64_t step,
+                              float* first_bad) = 0;
   // Parameter updates, in one pass over a (possibly flat) buffer. velocity
   // may be null when momentum is 0.
   virtual void SgdUpdate(const SgdParams& params, float* param,

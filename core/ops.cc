@@ -228,6 +228,15 @@ void DropoutMask(float p, uint64_t seed, uint64_t offset, Tensor& mask) {
   mask.backend().DropoutMask(p, seed, offset, mask.data(), mask.numel());
 }
 
+void TrackNonFinite(const Tensor& loss, int64_t step, Tensor& first_bad) {
+  CheckSameDevice("TrackNonFinite", {&loss, &first_bad});
+  CheckScalar("TrackNonFinite", loss);
+  CheckScalar("TrackNonFinite", first_bad);
+  TANDEM_CHECK(step >= 0 && step < (int64_t{1} << 24))
+      << "TrackNonFinite: step " << step << " is not exact as a float";
+  first_bad.backend().TrackNonFinite(loss.data(), step, first_bad.data());
+}
+
 void SgdUpdate(const SgdParams& params, Tensor& param, const Tensor& grad,
                Tensor* velocity) {
   CheckSameDevice("SgdUpdate", {&param, &grad, velocity});

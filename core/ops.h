@@ -55,6 +55,9 @@ void Argmax(const Tensor& x, Tensor& out);
 // out [1] = number of rows of logits whose argmax equals labels.
 void CountCorrect(const Tensor& logits, const Tensor& labels, Tensor& out);
 void DropoutMask(float p, uint64_t seed, uint64_t offset, Tensor& mask);
+// first_bad [1] (start it at -1) records the first step whose loss [1] was
+// NaN or infinite. Steps must be < 2^24 to be exact in a float.
+void TrackNonFinite(const Tensor& loss, int64_t step, Tensor& first_bad);
 void SgdUpdate(const SgdParams& params, Tensor& param, const Tensor& grad,
                Tensor* velocity);
 void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,

@@ -98,6 +98,15 @@ std::vector<std::pair<std::string, Tensor*>> AdamW::State() {
   return state;
 }
 
+void ValidateOptimizerConfig(const OptimizerConfig& config) {
+  TANDEM_CHECK(config.name == "sgd" || config.name == "adamw")
+      << "unknown optimizer '" << config.name
+      << "' (--optimizer): expected sgd or adamw";
+  CheckLr(config.lr);
+  TANDEM_CHECK(config.name != "sgd" || (config.momentum >= 0.f && config.momentum < 1.f))
+      << "--momentum must be in [0, 1), got " << config.momentum;
+}
+
 std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
                                          std::vector<Parameter> params) {
   if (config.name == "sgd") {

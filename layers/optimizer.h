@@ -81,6 +81,9 @@ struct OptimizerConfig {
   bool nesterov = false;
   float weight_decay = 0.f;
 };
+// Throws for an unknown name or a bad learning rate / momentum, naming the
+// flag, without building anything (to fail before loading data).
+void ValidateOptimizerConfig(const OptimizerConfig& config);
 std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
                                          std::vector<Parameter> params);
 

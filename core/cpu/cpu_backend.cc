@@ -193,6 +193,13 @@ class CpuBackend : public Backend {
     }
   }
 
+  void TrackNonFinite(const float* loss, int64_t step,
+                      float* first_bad) override {
+    if (!std::isfinite(loss[0]) && first_bad[0] < 0.f) {
+      first_bad[0] = static_cast<float>(step);
+    }
+  }
+
   void SgdUpdate(const SgdParams& params, float* param, const float* grad,
                  float* velocity, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) {

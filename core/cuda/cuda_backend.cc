@@ -371,6 +371,12 @@ class CudaBackend : public Backend {
     kernels::Fill(stream_.get(), value, x, n);
   }
 
+  void TrackNonFinite(const float* loss, int64_t step,
+                      float* first_bad) override {
+    DeviceGuard guard(device_);
+    kernels::TrackNonFinite(stream_.get(), loss, step, first_bad);
+  }
+
   void ActivationForward(Activation activation, const float* x, float* y,
                          int64_t n) override {
     DeviceGuard guard(device_);

@@ -590,6 +590,18 @@ void Fill(cudaStream_t stream, float value, float* x, int64_t n) {
   LaunchMap<0b0, 0b1>(stream, "Fill", Slots<1>{{x}}, n, FillOp{value});
 }
 
+__global__ void TrackNonFiniteKernel(const float* loss, float step,
+                                     float* first_bad) {
+  if (!isfinite(loss[0]) && first_bad[0] < 0.f) first_bad[0] = step;
+}
+
+void TrackNonFinite(cudaStream_t stream, const float* loss, int64_t step,
+                    float* first_bad) {
+  TrackNonFiniteKernel<<<1, 1, 0, stream>>>(loss, static_cast<float>(step),
+                                            first_bad);
+  TANDEM_CUDA_CHECK_LAUNCH() << "TrackNonFinite";
+}
+
 void ActivationForward(cudaStream_t stream, Activation activation,
                        const float* x, float* y, int64_t n) {
   DispatchActivation(activation, [&](auto act) {

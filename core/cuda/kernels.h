@@ -43,6 +43,8 @@ void Axpy(cudaStream_t stream, float alpha, const float* x, float* y,
           int64_t n);
 void Scale(cudaStream_t stream, float alpha, float* x, int64_t n);
 void Fill(cudaStream_t stream, float value, float* x, int64_t n);
+void TrackNonFinite(cudaStream_t stream, const float* loss, int64_t step,
+                    float* first_bad);
 void ActivationForward(cudaStream_t stream, Activation activation,
                        const float* x, float* y, int64_t n);
 void ActivationBackward(cudaStream_t stream, Activation activation,

@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   app.add_option("--max_test", config.max_test,
                  "use only the first N test examples (-1: all)");
   app.add_flag("--quiet", config.quiet, "print only the final line");
+  app.add_flag("--skip_nonfinite", config.skip_nonfinite,
+               "skip steps whose loss is NaN/Inf instead of stopping");
   CLI11_PARSE(app, argc, argv);
 
   try {

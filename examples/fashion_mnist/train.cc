@@ -58,6 +58,7 @@ void Validate(const TrainConfig& c) {
   }
   ParseActivation(c.activation);
   ParseLrSchedule(c.lr_schedule);
+  ValidateOptimizerConfig(c.optimizer);
 }
 
 // Accuracy of rank's shard of `data`, summed over workers.
@@ -127,6 +128,18 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
     Tensor loss_sum = Tensor::Empty({1}, worker.device);
     Tensor correct_sum = Tensor::Empty({1}, worker.device);
     Tensor correct = Tensor::Empty({1}, worker.device);
+    // The first step whose loss was not finite, -1 while none: see
+    // ops::TrackNonFinite. Read every kCheckEvery steps, not every step.
+    Tensor first_bad = Tensor::Full({1}, -1.f, worker.device);
+    constexpr int64_t kCheckEvery = 50;
+    int64_t global_step = 0;
+    auto check_finite = [&](int epoch) {
+      const float bad = first_bad.Item();
+      TANDEM_CHECK(bad < 0.f)
+          << "the loss is not finite (NaN or Inf) at step " << static_cast<int64_t>(bad)
+          << " (epoch " << epoch + 1 << ", rank " << worker.rank
+          << "): training stopped; lower --lr, or pass --skip_nonfinite to skip such steps";
+    };
     std::vector<int64_t> batch;
     const LrSchedule schedule = ParseLrSchedule(config.lr_schedule);
     const int64_t steps_per_epoch =
@@ -141,6 +154,7 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
       ops::Fill(loss_sum, 0.f);
       ops::Fill(correct_sum, 0.f);
       double comm_wait = 0.0;
+      int64_t skipped = 0;
       while (batches.Next(batch)) {
         const std::vector<int64_t> shard = ShardIndices(batch, worker.rank, worker.size);
         const int64_t n = static_cast<int64_t>(shard.size());
@@ -154,22 +168,35 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
         optimizer->ZeroGrad();
         Tensor logits = model->Forward(x);
         // Normalised by the global batch: see Note [Gradient averaging].
-        ops::Axpy(1.f, loss.Forward(logits, y, static_cast<int64_t>(batch.size())),
-                  loss_sum);
+        Tensor step_loss = loss.Forward(logits, y, static_cast<int64_t>(batch.size()));
+        ++global_step;
+        if (config.skip_nonfinite) {
+          // Every rank must skip the same steps, or their collectives would
+          // no longer pair up: agree on it through the host communicator.
+          float bad = std::isfinite(step_loss.Item()) ? 0.f : 1.f;
+          worker.comm.AllReduce(&bad, 1, ReduceOp::kSum);
+          if (bad > 0.f) {
+            ++skipped;
+            continue;
+          }
+        } else {
+          ops::TrackNonFinite(step_loss, global_step, first_bad);
+          if (global_step % kCheckEvery == 0) check_finite(epoch);
+        }
+        ops::Axpy(1.f, step_loss, loss_sum);
         reducer.Backward(loss.Backward());
         optimizer->Step();
         comm_wait += reducer.last_comm_wait_seconds();
         ops::CountCorrect(logits, y, correct);
         ops::Axpy(1.f, correct, correct_sum);
       }
+      if (!config.skip_nonfinite) check_finite(epoch);
       const double train_seconds = Seconds(epoch_start);
       // [loss, correct]: sums over ranks give the epoch's global figures.
       float totals[2] = {loss_sum.Item(), correct_sum.Item()};
       worker.comm.AllReduce(totals, 2, ReduceOp::kSum);
-      const double mean_loss = totals[0] / batches.num_batches();
-      TANDEM_CHECK(std::isfinite(mean_loss))
-          << "training diverged: the loss of epoch " << epoch + 1
-          << " is not finite; lower --lr";
+      const int64_t counted = batches.num_batches() - skipped;
+      const double mean_loss = counted > 0 ? totals[0] / counted : NAN;
       EpochStats stats;
       stats.epoch = epoch + 1;
       stats.loss = mean_loss;
@@ -177,6 +204,7 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
       stats.test_accuracy = Evaluate(*model, test, worker);
       stats.samples_per_second = train.size() / train_seconds;
       stats.comm_wait_seconds = comm_wait;
+      stats.skipped_steps = skipped;
       if (root) {
         if (!config.quiet) {
           log << std::fixed << "epoch " << stats.epoch << "/" << config.epochs
@@ -184,7 +212,9 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
               << stats.train_accuracy << "  test_acc " << stats.test_accuracy
               << "  samples/s " << std::setprecision(0) << stats.samples_per_second
               << "  comm_wait " << std::setprecision(3) << stats.comm_wait_seconds
-              << "s" << std::endl;
+              << "s";
+          if (skipped > 0) log << "  skipped " << skipped << " non-finite step(s)";
+          log << std::endl;
         }
         std::lock_guard<std::mutex> lock(result_mutex);
         result.epochs.push_back(stats);

@@ -36,6 +36,10 @@ struct TrainConfig {
   int64_t max_train = -1;        // use only the first N examples (smoke tests)
   int64_t max_test = -1;
   bool quiet = false;
+  // A NaN or infinite loss stops training, naming the step; with
+  // skip_nonfinite such steps are skipped instead (this reads the loss every
+  // step, which on a GPU costs a synchronisation per step).
+  bool skip_nonfinite = false;
 };
 
 struct EpochStats {
@@ -45,6 +49,7 @@ struct EpochStats {
   double test_accuracy;
   double samples_per_second;
   double comm_wait_seconds;      // time backward waited for all-reduce
+  int64_t skipped_steps;         // non-finite steps skipped (skip_nonfinite)
 };
 
 struct TrainResult {

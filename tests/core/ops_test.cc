@@ -236,6 +236,15 @@ TEST_P(OpsTest, AdamWUpdateMatchesHandMath) {
   EXPECT_THROW(ops::AdamWUpdate(a, 0, p, g, m, v), Error);
 }
 
+TEST_P(OpsTest, TrackNonFiniteRecordsTheFirstBadStep) {
+  Tensor first_bad = T({-1}, {1});
+  ops::TrackNonFinite(T({0.5f}, {1}), 3, first_bad);
+  EXPECT_EQ(first_bad.Item(), -1.f);
+  ops::TrackNonFinite(T({NAN}, {1}), 7, first_bad);
+  ops::TrackNonFinite(T({INFINITY}, {1}), 9, first_bad);
+  EXPECT_EQ(first_bad.Item(), 7.f);
+}
+
 TEST_P(OpsTest, ZeroSizedOperandsAreNoOps) {
   Tensor e = Tensor::Zeros({0, 3}, device());
   Tensor w = Tensor::Zeros({3, 2}, device());

@@ -25,4 +25,11 @@ expect_error "unknown optimizer 'adagrad' (--optimizer)" --optimizer=adagrad --m
 expect_error "--workers cannot be used with --mode=mpi" --mode=mpi --workers=2
 expect_error "--no_such_flag" --no_such_flag
 expect_error "--hidden" --hidden=12,x
+# A diverging run stops and names the step; --skip_nonfinite skips instead.
+expect_error "the loss is not finite (NaN or Inf) at step" \
+  --optimizer=sgd --lr=1e30 --epochs=1 --max_train=500 --max_test=100 --hidden=16
+out=$("$bin" --optimizer=sgd --lr=1e30 --epochs=1 --max_train=500 --max_test=100 \
+  --hidden=16 --skip_nonfinite 2>&1) || fail "--skip_nonfinite run failed: $out"
+echo "$out" | grep -q "skipped [0-9]* non-finite step" || fail "no skipped steps reported: $out"
+echo "ok: --skip_nonfinite -> $(echo "$out" | grep skipped)"
 echo "PASS"
