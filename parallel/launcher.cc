@@ -1,6 +1,7 @@
 #include "parallel/launcher.h"
 
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -9,6 +10,10 @@
 #include "core/check.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/thread_communicator.h"
+
+#ifdef TANDEM_WITH_CUDA
+#include "parallel/nccl_communicator.h"
+#endif
 
 namespace tandem {
 
@@ -44,11 +49,32 @@ class FirstFailure {
 void LaunchThreads(int workers, Device device,
                    const std::function<void(Worker&)>& fn) {
   ThreadGroup group(workers);
+#ifdef TANDEM_WITH_CUDA
+  // Workers on GPUs also get an NCCL rank each (worker i on cuda:i, as in
+  // `run`), all created here before any thread starts; see NcclThreadGroup.
+  std::unique_ptr<NcclThreadGroup> nccl;
+  if (device.is_cuda()) {
+    std::vector<int> gpus(workers);
+    for (int rank = 0; rank < workers; ++rank) gpus[rank] = rank;
+    nccl = std::make_unique<NcclThreadGroup>(gpus);
+  }
+#endif
+  // Gives up on the host group and, on GPUs, on the NCCL ranks too: their
+  // kernels would otherwise wait on the device for the failed worker forever.
+  auto abort_all = [&](const std::string& reason) {
+    group.Abort(reason);
+#ifdef TANDEM_WITH_CUDA
+    if (nccl) nccl->Abort(reason);
+#endif
+  };
   FirstFailure failure;
   auto run = [&](int rank) {
     // One GPU per worker thread: worker i drives cuda:i.
     const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
     Worker worker{rank, workers, mine, group.communicator(rank)};
+#ifdef TANDEM_WITH_CUDA
+    if (nccl) worker.device_comm = &nccl->communicator(rank);
+#endif
     std::string message;
     try {
       BindThreadToDevice(mine);
@@ -64,7 +90,7 @@ void LaunchThreads(int workers, Device device,
     }
     // Record before aborting, so that an echo cannot be recorded first.
     failure.Record(rank, message, /*aborted=*/false);
-    group.Abort("worker " + std::to_string(rank) + " failed: " + message);
+    abort_all("worker " + std::to_string(rank) + " failed: " + message);
   };
 
   std::vector<std::thread> threads;
@@ -73,8 +99,8 @@ void LaunchThreads(int workers, Device device,
     for (int rank = 0; rank < workers; ++rank) threads.emplace_back(run, rank);
   } catch (...) {
     // Workers already running would wait for the missing ranks forever.
-    group.Abort("could not start " + std::to_string(workers) +
-                " worker threads");
+    abort_all("could not start " + std::to_string(workers) +
+              " worker threads");
     for (std::thread& t : threads) t.join();
     throw;
   }
@@ -104,9 +130,20 @@ void LaunchMpi(Device device, const std::function<void(Worker&)>& fn) {
   const Device mine =
       device.is_cuda() ? Device::Cuda(comm.local_rank() % CudaDeviceCount()) : device;
   Worker worker{comm.rank(), comm.size(), mine, comm};
+#ifdef TANDEM_WITH_CUDA
+  // Destroyed before `comm` and `runtime`: its bootstrap ran over them.
+  std::unique_ptr<NcclCommunicator> nccl;
+#endif
   std::string message;
   try {
     BindThreadToDevice(mine);
+#ifdef TANDEM_WITH_CUDA
+    if (mine.is_cuda()) {
+      // Rank 0 makes the NCCL id and broadcasts it over MPI.
+      nccl = NcclCommunicator::Create(comm, mine.index);
+      worker.device_comm = nccl.get();
+    }
+#endif
     fn(worker);
     return;
   } catch (const std::exception& e) {

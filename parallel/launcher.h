@@ -49,10 +49,17 @@ struct Worker {
   int rank;
   int size;
   Device device;
+  // The host communicator: host memory, for metadata and barriers.
   Communicator& comm;
+  // A communicator over device memory (NCCL, a NcclCommunicator) for workers
+  // on GPUs, one rank per worker; null on CPU. Same ranks as `comm`.
+  Communicator* device_comm = nullptr;
 
   // Rank 0: the worker that logs, evaluates and saves.
   bool is_root() const { return rank == 0; }
+  // The communicator for the worker's gradients: NCCL on a GPU, the host
+  // communicator on the CPU.
+  Communicator& gradient_comm() const { return device_comm ? *device_comm : comm; }
 };
 
 // Validates `options` (throwing tandem::Error that names the flag), then runs

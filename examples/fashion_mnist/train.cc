@@ -110,7 +110,7 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
     ReducerOptions reducer_options;
     reducer_options.bucket_bytes = static_cast<int64_t>(config.bucket_mb * (1 << 20));
     reducer_options.overlap = config.overlap;
-    Reducer reducer(*model, worker.comm, reducer_options);
+    Reducer reducer(*model, worker.gradient_comm(), reducer_options);
     auto optimizer = MakeOptimizer(config.optimizer, model->Parameters());
     SoftmaxCrossEntropyLoss loss;
 

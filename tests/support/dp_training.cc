@@ -14,10 +14,23 @@
 namespace tandem {
 namespace testing {
 
+namespace {
+std::vector<float> Flatten(Layer& model) {
+  std::vector<float> params;
+  for (Parameter& p : model.Parameters()) {
+    const std::vector<float> v = p.value->ToVector();
+    params.insert(params.end(), v.begin(), v.end());
+  }
+  return params;
+}
+}  // namespace
+
 std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup) {
   // Rank-dependent init on purpose: the reducer must broadcast rank 0's.
   Rng init(100 + comm.rank());
-  auto model = Mlp({6, 8, 5, 3}, Activation::kTanh, init);
+  MlpOptions mlp;
+  mlp.device = setup.device;
+  auto model = Mlp({6, 8, 5, 3}, Activation::kTanh, init, mlp);
   ReducerOptions options;
   options.bucket_bytes = setup.bucket_bytes;
   options.overlap = setup.overlap;
@@ -42,22 +55,18 @@ std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup) {
       const ShardRange shard = Shard(micro_batch, comm.rank(), comm.size());
       Tensor xs = Tensor::FromVector(
           std::vector<float>(x.begin() + shard.begin * 6, x.begin() + shard.end * 6),
-          {shard.size(), 6});
+          {shard.size(), 6}, setup.device);
       Tensor ys = Tensor::FromVector(
           std::vector<float>(y.begin() + shard.begin, y.begin() + shard.end),
-          {shard.size()});
+          {shard.size()}, setup.device);
       loss.Forward(model->Forward(xs), ys, global);
       reducer.set_sync(micro + 1 == setup.micro_steps);
       reducer.Backward(loss.Backward());
     }
     optimizer->Step();
+    if (setup.on_step) setup.on_step(step, Flatten(*model));
   }
-  std::vector<float> params;
-  for (Parameter& p : model->Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
-    params.insert(params.end(), v.begin(), v.end());
-  }
-  return params;
+  return Flatten(*model);
 }
 
 double MaxRelativeDifference(const std::vector<float>& a,

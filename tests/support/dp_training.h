@@ -8,9 +8,11 @@
 #define TANDEM_TESTS_SUPPORT_DP_TRAINING_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "parallel/communicator.h"
 
 namespace tandem {
@@ -23,8 +25,13 @@ struct DpSetup {
   bool overlap = true;
   int micro_steps = 1;          // >1: accumulate with sync off, then sync
   std::string optimizer = "sgd";
+  Device device = Device::Cpu();
+  // Called after every optimizer step with this rank's parameters.
+  std::function<void(int step, const std::vector<float>& params)> on_step;
 };
 
+// `comm` carries the gradients: a host communicator for CPU tensors, NCCL
+// (Worker::gradient_comm) for GPU ones.
 std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup);
 
 // max |a - b| / max(|b|, 1e-3) over elements.
