@@ -12,6 +12,7 @@
 #define TANDEM_CORE_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/allocator.h"
@@ -41,6 +42,17 @@ struct AdamWParams {
   float weight_decay = 0.01f;  // decoupled: param -= lr * wd * param
 };
 
+// A point in a device's queue of work, for traces: on the CPU the host clock
+// when it was made; on CUDA a timing event on the compute stream, i.e. the
+// moment the GPU got there.
+class TimeMarker {
+ public:
+  virtual ~TimeMarker() = default;
+  // Microseconds from `earlier` (a marker of the same device) to this one;
+  // waits for the device to reach this marker.
+  virtual double MicrosSince(const TimeMarker& earlier) const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -57,6 +69,8 @@ class Backend {
   virtual void CopyDeviceToDevice(const float* src, float* dst, int64_t n) = 0;
   // Waits until everything queued on this context has run.
   virtual void Synchronize() = 0;
+  // A marker at the current end of this context's queue (see TimeMarker).
+  virtual std::unique_ptr<TimeMarker> Mark() = 0;
 
   // C[m, n] = alpha * op(A) * op(B) + beta * C, where op(A) is [m, k] and
   // op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m].

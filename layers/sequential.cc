@@ -18,9 +18,12 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
   return *layers_.back();
 }
 
-Tensor Sequential::Forward(const Tensor& x) {
+Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {
   Tensor h = x;
-  for (auto& layer : layers_) h = layer->Forward(h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    h = layers_[i]->Forward(h);
+    if (on_layer_done) on_layer_done(i);
+  }
   return h;
 }
 

@@ -32,11 +32,13 @@ class Sequential : public Layer {
     return static_cast<L&>(Add(std::make_unique<L>(std::forward<Args>(args)...)));
   }
 
-  Tensor Forward(const Tensor& x) override;
+  using LayerDoneFn = std::function<void(size_t layer_index)>;
+  Tensor Forward(const Tensor& x) override { return Forward(x, nullptr); }
+  // Calls on_layer_done(i) after layer i's forward (used for traces).
+  Tensor Forward(const Tensor& x, const LayerDoneFn& on_layer_done);
   Tensor Backward(const Tensor& dy) override { return Backward(dy, nullptr); }
   // Runs backward from the last layer to the first, calling
   // on_layer_done(i) as soon as layer i's parameter gradients are complete.
-  using LayerDoneFn = std::function<void(size_t layer_index)>;
   Tensor Backward(const Tensor& dy, const LayerDoneFn& on_layer_done);
 
   std::vector<Parameter> Parameters() override;

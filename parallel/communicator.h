@@ -28,6 +28,10 @@
 #include <cstdint>
 #include <string>
 
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
 #include "core/check.h"
 
 namespace tandem {
@@ -96,6 +100,15 @@ class Communicator {
     TANDEM_CHECK(false) << Describe() << " has no stream-ordered all-reduce";
   }
   virtual void JoinQueued() {}
+
+  // For traces: while on, every QueueAllReduce records a TimeMarker on the
+  // communication stream where its all-reduce starts (after the wait for
+  // the compute stream) and where it ends; TakeQueuedSpans hands them over.
+  struct QueuedSpan {
+    std::unique_ptr<TimeMarker> start, end;
+  };
+  virtual void set_record_queue_times(bool record) {}
+  virtual std::vector<QueuedSpan> TakeQueuedSpans() { return {}; }
 };
 
 }  // namespace tandem

@@ -345,7 +345,19 @@ void NcclCommunicator::QueueAllReduce(float* data, int64_t count,
   }
   cuda::DeviceGuard guard(device_);
   cuda::StreamWaitFor(stream_->get(), cuda::ComputeStream(device_), *event_);
+  QueuedSpan span;
+  if (record_queue_times_) span.start = cuda::MarkStream(stream_->get(), device_);
   AllReduceOnStream(data, count, op, stream_->get());
+  if (record_queue_times_) {
+    span.end = cuda::MarkStream(stream_->get(), device_);
+    queued_spans_.push_back(std::move(span));
+  }
+}
+
+std::vector<Communicator::QueuedSpan> NcclCommunicator::TakeQueuedSpans() {
+  std::vector<QueuedSpan> spans = std::move(queued_spans_);
+  queued_spans_.clear();
+  return spans;
 }
 
 void NcclCommunicator::JoinQueued() {

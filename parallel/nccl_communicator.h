@@ -117,6 +117,8 @@ class NcclCommunicator final : public Communicator {
   bool supports_queued() const override { return true; }
   void QueueAllReduce(float* data, int64_t count, ReduceOp op) override;
   void JoinQueued() override;
+  void set_record_queue_times(bool record) override { record_queue_times_ = record; }
+  std::vector<QueuedSpan> TakeQueuedSpans() override;
 
   // This rank's communication stream: non-blocking, on device(), at the
   // highest priority the device offers, so communication kernels start
@@ -135,6 +137,8 @@ class NcclCommunicator final : public Communicator {
   uint64_t sequence() const { return sequence_; }
 
  private:
+  bool record_queue_times_ = false;
+  std::vector<QueuedSpan> queued_spans_;
   friend class NcclThreadGroup;
 
   // Takes ownership of `comm` (rank `rank` of `size` on `device`) once it

@@ -124,7 +124,7 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   // One worker: its gradients already are the global ones.
   if (!sync_ || comm_.size() == 1) {
     last_comm_wait_ = 0.0;
-    return model_.Backward(dloss);
+    return model_.Backward(dloss, layer_hook_);
   }
 
   using Clock = ReducerTimeline::Clock;
@@ -147,6 +147,7 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   if (!options_.overlap) LaunchReadyBuckets();
   if (comm_.supports_queued()) {
     comm_.JoinQueued();
+    timeline_.device_bucket_spans = comm_.TakeQueuedSpans();
     timeline_.step_end = Clock::now();
     last_comm_wait_ = 0.0;  // the host never waits; the GPU's wait is on-device
     return dx;
@@ -165,6 +166,7 @@ Tensor Reducer::Backward(const Tensor& dloss) {
 
 void Reducer::OnLayerDone(size_t layer) {
   timeline_.layer_done[layer] = ReducerTimeline::Clock::now();
+  if (layer_hook_) layer_hook_(layer);
   for (size_t i : layer_params_[layer]) {
     const int b = param_bucket_[i];
     if (--buckets_[b].pending == 0) ready_[b] = true;

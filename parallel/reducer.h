@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -51,6 +52,9 @@ struct ReducerTimeline {
   std::vector<Clock::time_point> bucket_end;       // per bucket: all-reduce ended
   Clock::time_point backward_end;                  // model backward finished
   Clock::time_point step_end;                      // every bucket reduced
+  // With record_device_times on a stream-ordered communicator: each
+  // bucket's all-reduce as it ran on the communication stream.
+  std::vector<Communicator::QueuedSpan> device_bucket_spans;
 };
 
 class Reducer {
@@ -63,6 +67,11 @@ class Reducer {
   // Runs the model's backward from dloss and all-reduces the gradients
   // (unless sync is off). Returns the input gradient.
   Tensor Backward(const Tensor& dloss);
+
+  // Called after each layer's backward (layer index), for traces.
+  void set_layer_done_hook(std::function<void(size_t)> hook) { layer_hook_ = std::move(hook); }
+  // Records device-side timings of queued all-reduces (costs events).
+  void set_record_device_times(bool record) { comm_.set_record_queue_times(record); }
 
   // Gradient accumulation: with sync off, Backward only accumulates local
   // gradients; turn it back on for the last micro-step.
@@ -117,6 +126,7 @@ class Reducer {
   std::string comm_error_;
 
   double last_comm_wait_ = 0.0;
+  std::function<void(size_t)> layer_hook_;
   ReducerTimeline timeline_;
 };
 

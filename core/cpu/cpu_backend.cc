@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -33,6 +34,17 @@ int64_t RowArgmax(const float* row, int64_t cols) {
   return std::max_element(row, row + cols) - row;
 }
 
+class CpuTimeMarker : public TimeMarker {
+ public:
+  double MicrosSince(const TimeMarker& earlier) const override {
+    const auto& e = static_cast<const CpuTimeMarker&>(earlier);
+    return std::chrono::duration<double, std::micro>(time_ - e.time_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point time_ = std::chrono::steady_clock::now();
+};
+
 class CpuBackend : public Backend {
  public:
   Device device() const override { return Device::Cpu(); }
@@ -51,6 +63,9 @@ class CpuBackend : public Backend {
     if (src != dst) std::memmove(dst, src, n * sizeof(float));
   }
   void Synchronize() override {}
+  std::unique_ptr<TimeMarker> Mark() override {
+    return std::make_unique<CpuTimeMarker>();
+  }
 
   void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
             float alpha, const float* a, const float* b, float beta,

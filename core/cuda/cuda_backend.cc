@@ -210,6 +210,20 @@ class StagingSlots {
 
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
+class CudaTimeMarker : public TimeMarker {
+ public:
+  explicit CudaTimeMarker(cudaStream_t stream) : event_(Event::Timing()) {
+    event_.Record(stream);
+  }
+  double MicrosSince(const TimeMarker& earlier) const override {
+    return 1000.0 * event_.ElapsedMsSince(
+                        static_cast<const CudaTimeMarker&>(earlier).event_);
+  }
+
+ private:
+  Event event_;
+};
+
 class CudaBackend : public Backend {
  public:
   // Requires `device` to be the current device (GetCudaBackend sees to it):
@@ -288,6 +302,11 @@ class CudaBackend : public Backend {
     DeviceGuard guard(device_);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
                                cudaMemcpyDeviceToDevice, stream_.get()));
+  }
+
+  std::unique_ptr<TimeMarker> Mark() override {
+    DeviceGuard guard(device_);
+    return std::make_unique<CudaTimeMarker>(stream_.get());
   }
 
   void Synchronize() override {
@@ -516,6 +535,11 @@ std::string UnavailableReason() { return Probe().why_not; }
 Backend& GetCudaBackend(int index) { return Context(index); }
 
 cudaStream_t ComputeStream(int index) { return Context(index).stream(); }
+
+std::unique_ptr<TimeMarker> MarkStream(cudaStream_t stream, int device) {
+  DeviceGuard guard(device);
+  return std::make_unique<CudaTimeMarker>(stream);
+}
 
 void SetCurrentDevice(int index) {
   CUDA_CHECK(cudaSetDevice(index)) << "binding this thread to cuda:" << index;

@@ -32,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "core/backend.h"
@@ -55,6 +56,10 @@ constexpr size_t kStagingChunkBytes = size_t{8} << 20;
 // The compute stream of GPU `index`'s context: where all of its ops run.
 // For code that orders other streams against it (cuda::StreamWaitFor).
 cudaStream_t ComputeStream(int index);
+
+// A TimeMarker (core/backend.h) at the current end of `stream` on GPU
+// `device`: a timing event, for traces of streams other than the compute one.
+std::unique_ptr<TimeMarker> MarkStream(cudaStream_t stream, int device);
 
 // cudaSetDevice(index) for the calling thread (threads mode binds each
 // worker thread to its GPU once).

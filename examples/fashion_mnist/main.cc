@@ -48,6 +48,13 @@ int main(int argc, char** argv) {
   app.add_option("--max_test", config.max_test,
                  "use only the first N test examples (-1: all)");
   app.add_flag("--quiet", config.quiet, "print only the final line");
+  app.add_option("--metrics", config.metrics_path,
+                 "write per-epoch metrics as JSON Lines to this file");
+  app.add_option("--plot", config.plot_path,
+                 "write an SVG of the loss and accuracy curves to this file");
+  app.add_option("--trace", config.trace_path,
+                 "write a Chrome trace (chrome://tracing, Perfetto) of a few steps");
+  app.add_option("--trace_steps", config.trace_steps, "how many steps --trace records");
   app.add_flag("--skip_nonfinite", config.skip_nonfinite,
                "skip steps whose loss is NaN/Inf instead of stopping");
   CLI11_PARSE(app, argc, argv);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iomanip>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "core/check.h"
@@ -11,6 +12,11 @@
 #include "core/data/idx_reader.h"
 #include "core/data/normalize.h"
 #include "core/ops.h"
+#include "core/report/chrome_trace.h"
+#include "core/report/metrics_log.h"
+#include "core/report/progress.h"
+#include "core/report/svg_plot.h"
+#include "examples/fashion_mnist/step_tracer.h"
 #include "core/rng.h"
 #include "layers/loss.h"
 #include "layers/lr_schedule.h"
@@ -99,8 +105,15 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
   TrainResult result;
   std::mutex result_mutex;
   const auto start = Clock::now();
+  // One trace for all workers of this process (threads mode); under mpirun
+  // each rank writes its own file (path.rankR).
+  std::unique_ptr<ChromeTrace> trace;
+  if (!config.trace_path.empty()) trace = std::make_unique<ChromeTrace>();
   Launch(config.launch, [&](Worker& worker) {
     const bool root = worker.is_root();
+    std::optional<MetricsLog> metrics;
+    if (root && !config.metrics_path.empty()) metrics.emplace(config.metrics_path);
+    std::vector<double> plot_loss, plot_train_acc, plot_test_acc;
     Rng rng(config.seed);
     MlpOptions mlp;
     mlp.dropout = config.dropout;
@@ -111,6 +124,8 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
     reducer_options.bucket_bytes = static_cast<int64_t>(config.bucket_mb * (1 << 20));
     reducer_options.overlap = config.overlap;
     Reducer reducer(*model, worker.gradient_comm(), reducer_options);
+    std::optional<StepTracer> tracer;
+    if (trace) tracer.emplace(*trace, worker.rank, worker.device, *model, reducer);
     auto optimizer = MakeOptimizer(config.optimizer, model->Parameters());
     SoftmaxCrossEntropyLoss loss;
 
@@ -155,6 +170,13 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
       ops::Fill(correct_sum, 0.f);
       double comm_wait = 0.0;
       int64_t skipped = 0;
+      std::optional<ProgressBar> bar;
+      if (root && !config.quiet) {
+        bar.emplace(log, "epoch " + std::to_string(epoch + 1) + "/" +
+                             std::to_string(config.epochs),
+                    batches.num_batches(), IsTerminal(log));
+      }
+      double running_loss = NAN;
       while (batches.Next(batch)) {
         const std::vector<int64_t> shard = ShardIndices(batch, worker.rank, worker.size);
         const int64_t n = static_cast<int64_t>(shard.size());
@@ -166,9 +188,13 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
         optimizer->set_lr(ScheduledLr(schedule, config.optimizer.lr,
                                       optimizer->steps(), total_steps));
         optimizer->ZeroGrad();
-        Tensor logits = model->Forward(x);
+        const bool traced = tracer && global_step >= 1 &&
+                            global_step < 1 + config.trace_steps;
+        if (traced) tracer->Begin();
+        Tensor logits = model->Forward(x, traced ? tracer->forward_hook() : nullptr);
         // Normalised by the global batch: see Note [Gradient averaging].
         Tensor step_loss = loss.Forward(logits, y, static_cast<int64_t>(batch.size()));
+        if (traced) tracer->LossDone();
         ++global_step;
         if (config.skip_nonfinite) {
           // Every rank must skip the same steps, or their collectives would
@@ -185,10 +211,21 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
         }
         ops::Axpy(1.f, step_loss, loss_sum);
         reducer.Backward(loss.Backward());
+        if (traced) tracer->BackwardDone();
         optimizer->Step();
+        if (traced) tracer->End();
         comm_wait += reducer.last_comm_wait_seconds();
         ops::CountCorrect(logits, y, correct);
         ops::Axpy(1.f, correct, correct_sum);
+        if (bar) {
+          // Reading the loss waits for the device: only now and then.
+          const int64_t done = batches.position();
+          if (done % 20 == 0 || done == batches.num_batches()) {
+            running_loss = loss_sum.Item() * worker.size / done;
+          }
+          bar->Update(done, std::min<int64_t>(done * config.batch_size, train.size()),
+                      running_loss);
+        }
       }
       if (!config.skip_nonfinite) check_finite(epoch);
       const double train_seconds = Seconds(epoch_start);
@@ -206,15 +243,37 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
       stats.comm_wait_seconds = comm_wait;
       stats.skipped_steps = skipped;
       if (root) {
-        if (!config.quiet) {
-          log << std::fixed << "epoch " << stats.epoch << "/" << config.epochs
-              << "  loss " << std::setprecision(4) << stats.loss << "  train_acc "
-              << stats.train_accuracy << "  test_acc " << stats.test_accuracy
-              << "  samples/s " << std::setprecision(0) << stats.samples_per_second
-              << "  comm_wait " << std::setprecision(3) << stats.comm_wait_seconds
-              << "s";
-          if (skipped > 0) log << "  skipped " << skipped << " non-finite step(s)";
-          log << std::endl;
+        if (bar) {
+          std::ostringstream summary;
+          summary << std::fixed << "loss " << std::setprecision(4) << stats.loss
+                  << "  train_acc " << stats.train_accuracy << "  test_acc "
+                  << stats.test_accuracy << "  samples/s " << std::setprecision(0)
+                  << stats.samples_per_second << "  comm_wait "
+                  << std::setprecision(3) << stats.comm_wait_seconds << "s";
+          if (skipped > 0) summary << "  skipped " << skipped << " non-finite step(s)";
+          bar->Finish(summary.str());
+        }
+        if (metrics) {
+          const double e = stats.epoch;
+          const double step = static_cast<double>(optimizer->steps());
+          metrics->Write({{"epoch", e}, {"step", step}, {"loss", stats.loss},
+                          {"accuracy", stats.train_accuracy},
+                          {"samples_per_second", stats.samples_per_second},
+                          {"comm_wait_seconds", stats.comm_wait_seconds},
+                          {"lr", optimizer->lr()}},
+                         {{"split", "train"}});
+          metrics->Write({{"epoch", e}, {"step", step}, {"accuracy", stats.test_accuracy}},
+                         {{"split", "test"}});
+        }
+        if (!config.plot_path.empty()) {
+          plot_loss.push_back(stats.loss);
+          plot_train_acc.push_back(stats.train_accuracy);
+          plot_test_acc.push_back(stats.test_accuracy);
+          // Rewritten every epoch, so an interrupted run still has its plot.
+          WritePlot(config.plot_path, {{"train", {}, plot_loss}},
+                    {{"train", {}, plot_train_acc}, {"test", {}, plot_test_acc}},
+                    "Fashion-MNIST " + model->Describe() + ", " +
+                        std::to_string(worker.size) + " worker(s)");
         }
         std::lock_guard<std::mutex> lock(result_mutex);
         result.epochs.push_back(stats);
@@ -232,6 +291,11 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
     }
   });
   result.seconds = Seconds(start);
+  if (trace) {
+    std::string path = config.trace_path;
+    if (config.launch.mode == "mpi" && !result.is_root) path = ""; // rank 0 only
+    if (!path.empty()) trace->Write(path);
+  }
   if (!result.epochs.empty()) result.test_accuracy = result.epochs.back().test_accuracy;
   return result;
 }

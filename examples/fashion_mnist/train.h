@@ -40,6 +40,10 @@ struct TrainConfig {
   // skip_nonfinite such steps are skipped instead (this reads the loss every
   // step, which on a GPU costs a synchronisation per step).
   bool skip_nonfinite = false;
+  std::string metrics_path;      // --metrics: JSON Lines per epoch
+  std::string plot_path;         // --plot: SVG of loss and accuracy curves
+  std::string trace_path;        // --trace: Chrome trace of a few steps
+  int trace_steps = 5;           // steps traced, from the second step on
 };
 
 struct EpochStats {

@@ -11,6 +11,19 @@ echo "$out"
 last=$(echo "$out" | tail -n 1)
 [[ $last =~ ^test_accuracy=0\.[0-9]{4}$ ]] || fail "last line is '$last'"
 
+# --metrics, --plot and --trace write their files.
+dir=${TEST_TMPDIR:-$(mktemp -d)}
+"$bin" --epochs=2 --max_train=1000 --max_test=200 --hidden=16 --workers=2 --quiet \
+  --metrics="$dir/m.jsonl" --plot="$dir/p.svg" --trace="$dir/t.json" --trace_steps=2 \
+  >/dev/null 2>&1 || fail "run with --metrics/--plot/--trace failed"
+[ "$(grep -c '"split":"train"' "$dir/m.jsonl")" = 2 ] || fail "metrics: $(cat "$dir/m.jsonl")"
+[ "$(grep -c '"split":"test"' "$dir/m.jsonl")" = 2 ] || fail "metrics lack test lines"
+grep -q '^<svg' "$dir/p.svg" && grep -q '</svg>' "$dir/p.svg" || fail "plot is not an SVG"
+for row in '"forward fc1"' '"backward fc2"' '"all-reduce bucket 0"' '"communication"'; do
+  grep -q "$row" "$dir/t.json" || fail "trace lacks $row"
+done
+echo "ok: --metrics, --plot and --trace files written"
+
 expect_error() {  # text args...
   local text=$1; shift
   local err
@@ -25,6 +38,7 @@ expect_error "unknown optimizer 'adagrad' (--optimizer)" --optimizer=adagrad --m
 expect_error "--workers cannot be used with --mode=mpi" --mode=mpi --workers=2
 expect_error "--no_such_flag" --no_such_flag
 expect_error "--hidden" --hidden=12,x
+expect_error "--metrics" --metrics=/nonexistent/dir/m.jsonl --max_train=100 --max_test=100
 # A diverging run stops and names the step; --skip_nonfinite skips instead.
 expect_error "the loss is not finite (NaN or Inf) at step" \
   --optimizer=sgd --lr=1e30 --epochs=1 --max_train=500 --max_test=100 --hidden=16
