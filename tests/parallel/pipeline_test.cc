@@ -1,0 +1,327 @@
+// The pipeline on CPU threads: GPipe training equals single-device training
+// on the whole batch (2 and 3 stages, 1 to 5 micro-batches, uneven ones
+// included), composed with data parallelism too; runs are bitwise
+// reproducible; a failing stage stops the step instead of hanging it.
+#include "parallel/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/backend_registry.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
+#include "layers/optimizer.h"
+#include "tests/support/dp_training.h"
+
+namespace tandem {
+namespace {
+
+using testing::MaxRelativeDifference;
+
+struct TrainSetup {
+  std::vector<int64_t> sizes = {6, 16, 12, 10, 3};  // 4 Linear layers
+  int steps = 4;
+  int64_t batch = 12;  // 5 micro-batches: 3, 3, 2, 2, 2 examples
+  std::string optimizer = "sgd";
+  float dropout = 0.f;
+};
+
+std::unique_ptr<Sequential> MakeModel(const TrainSetup& setup, uint64_t seed) {
+  Rng rng(seed);
+  MlpOptions options;
+  options.dropout = setup.dropout;
+  options.dropout_seed = 7;
+  return Mlp(setup.sizes, Activation::kTanh, rng, options);
+}
+
+OptimizerConfig Config(const TrainSetup& setup) {
+  OptimizerConfig config;
+  config.name = setup.optimizer;
+  // AdamW moves every parameter by about lr per step whatever the size of
+  // its gradient, so a rounding difference in a tiny gradient shows up at
+  // full size in a parameter near zero; a smaller lr keeps that below the
+  // 1e-5 bar (MaxRelativeDifference's floor is 1e-3).
+  config.lr = setup.optimizer == "adamw" ? 0.01f : 0.05f;
+  config.momentum = 0.9f;
+  return config;
+}
+
+// The global batch of step `step`: x [batch, in], labels [batch].
+std::pair<Tensor, Tensor> Batch(const TrainSetup& setup, int step) {
+  Rng data(1000 + step);
+  const int64_t in = setup.sizes.front();
+  std::vector<float> x(setup.batch * in), y(setup.batch);
+  for (float& v : x) v = data.Normal();
+  for (float& v : y) v = static_cast<float>(data.UniformInt(setup.sizes.back()));
+  return {Tensor::FromVector(x, {setup.batch, in}), Tensor::FromVector(y, {setup.batch})};
+}
+
+std::vector<float> Flatten(const std::vector<Parameter>& params) {
+  std::vector<float> flat;
+  for (const Parameter& p : params) {
+    const std::vector<float> v = p.value->ToVector();
+    flat.insert(flat.end(), v.begin(), v.end());
+  }
+  return flat;
+}
+
+struct Result {
+  std::vector<std::vector<float>> params;  // per replica
+  std::vector<float> losses;               // per step
+};
+
+Result TrainSingleDevice(const TrainSetup& setup) {
+  auto model = MakeModel(setup, 100);
+  auto optimizer = MakeOptimizer(Config(setup), model->Parameters());
+  SoftmaxCrossEntropyLoss loss;
+  Result result;
+  for (int step = 0; step < setup.steps; ++step) {
+    auto [x, y] = Batch(setup, step);
+    optimizer->ZeroGrad();
+    Tensor l = loss.Forward(model->Forward(x), y);
+    model->Backward(loss.Backward());
+    optimizer->Step();
+    result.losses.push_back(l.Item());
+  }
+  result.params.push_back(Flatten(model->Parameters()));
+  return result;
+}
+
+Result TrainPipeline(const TrainSetup& setup, int stages, int micro_batches,
+                     int replicas = 1, std::vector<size_t> boundaries = {}) {
+  std::vector<std::unique_ptr<Sequential>> models;
+  // Replica-dependent init on purpose: replica 0's parameters must be
+  // broadcast to the others.
+  for (int r = 0; r < replicas; ++r) models.push_back(MakeModel(setup, 100 + r));
+  PipelineOptions options;
+  options.stages = stages;
+  options.micro_batches = micro_batches;
+  options.boundaries = boundaries;
+  options.optimizer = Config(setup);
+  options.reducer.bucket_bytes = 256;  // several buckets per stage
+  Pipeline pipeline(std::move(models), options);
+  Result result;
+  for (int step = 0; step < setup.steps; ++step) {
+    auto [x, y] = Batch(setup, step);
+    pipeline.Step(x, y);
+    result.losses.push_back(pipeline.LastLoss());
+  }
+  for (int r = 0; r < replicas; ++r) result.params.push_back(Flatten(pipeline.Parameters(r)));
+  return result;
+}
+
+TEST(PipelineTest, BalanceStagesMinimisesTheLargestStage) {
+  Rng rng(0);
+  // Parameters per layer: 40, 72, 72, 36.
+  auto model = Mlp({4, 8, 8, 8, 4}, Activation::kRelu, rng);
+  EXPECT_EQ(BalanceStages(*model, 1), std::vector<size_t>{});
+  EXPECT_EQ(BalanceStages(*model, 2), (std::vector<size_t>{2}));     // 112 | 108
+  EXPECT_EQ(BalanceStages(*model, 3), (std::vector<size_t>{1, 2}));  // 40 | 72 | 108
+  EXPECT_EQ(BalanceStages(*model, 4), (std::vector<size_t>{1, 2, 3}));
+  try {
+    BalanceStages(*model, 5);
+    ADD_FAILURE() << "5 stages of 4 layers did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("too few for 5 stages"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PipelineTest, GpipeBubbleModel) {
+  EXPECT_DOUBLE_EQ(GpipeBubbleFraction(2, 1), 0.5);
+  EXPECT_DOUBLE_EQ(GpipeBubbleFraction(2, 4), 0.2);
+  EXPECT_DOUBLE_EQ(GpipeBubbleFraction(4, 13), 0.1875);
+  EXPECT_DOUBLE_EQ(GpipeBubbleFraction(1, 8), 0.0);
+}
+
+// The acceptance test: pipeline training equals single-device
+// training. Micro-batch sizes may be uneven (12 examples in 5 micro-batches).
+TEST(PipelineTest, EqualsSingleDeviceTraining) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    TrainSetup setup;
+    setup.optimizer = optimizer;
+    const Result reference = TrainSingleDevice(setup);
+    for (int stages : {2, 3}) {
+      for (int micro : {1, 2, 4, 5}) {
+        const Result result = TrainPipeline(setup, stages, micro);
+        const double diff = MaxRelativeDifference(result.params[0], reference.params[0]);
+        std::cout << optimizer << " stages=" << stages << " micro_batches=" << micro
+                  << ": max relative difference to single-device " << diff << "\n";
+        EXPECT_LE(diff, 1e-5) << optimizer << " stages=" << stages << " micro=" << micro;
+        EXPECT_LE(MaxRelativeDifference(result.losses, reference.losses), 1e-5)
+            << "loss, " << optimizer << " stages=" << stages << " micro=" << micro;
+      }
+    }
+  }
+}
+
+// Explicit boundaries: an unbalanced 1 | 3 split trains the same model.
+TEST(PipelineTest, ExplicitBoundaries) {
+  TrainSetup setup;
+  const Result reference = TrainSingleDevice(setup);
+  const Result result = TrainPipeline(setup, 2, 3, 1, {1});
+  EXPECT_LE(MaxRelativeDifference(result.params[0], reference.params[0]), 1e-5);
+}
+
+// Note [Recompute]: Dropout's mask counter is rewound for the recomputed
+// forward, so masks match the single-device run's element for element.
+TEST(PipelineTest, DropoutRecomputeDrawsTheSameMasks) {
+  TrainSetup setup;
+  setup.dropout = 0.25f;  // fc1 drop1 fc2 drop2 fc3 drop3 fc4
+  const Result reference = TrainSingleDevice(setup);
+  for (int micro : {1, 3, 4}) {
+    const Result result = TrainPipeline(setup, 3, micro);
+    const double diff = MaxRelativeDifference(result.params[0], reference.params[0]);
+    std::cout << "dropout 3 stages micro_batches=" << micro << ": " << diff << "\n";
+    EXPECT_LE(diff, 1e-5) << "micro=" << micro;
+  }
+}
+
+// Pipeline x data parallelism: 2 stages x 2 replicas (4 threads), and
+// 2 x 3, equal one device on the global batch; replicas stay identical.
+TEST(PipelineTest, ComposesWithDataParallelism) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    TrainSetup setup;
+    setup.optimizer = optimizer;
+    const Result reference = TrainSingleDevice(setup);
+    for (auto [stages, replicas, micro] : {std::tuple<int, int, int>{2, 2, 2},
+                                           {2, 2, 3}, {3, 2, 2}, {2, 3, 4}}) {
+      const Result result = TrainPipeline(setup, stages, micro, replicas);
+      const double diff = MaxRelativeDifference(result.params[0], reference.params[0]);
+      std::cout << optimizer << " stages=" << stages << " replicas=" << replicas
+                << " micro_batches=" << micro << ": max relative difference " << diff << "\n";
+      EXPECT_LE(diff, 1e-5);
+      EXPECT_LE(MaxRelativeDifference(result.losses, reference.losses), 1e-5);
+      for (int r = 1; r < replicas; ++r) {
+        EXPECT_EQ(result.params[r], result.params[0]) << "replica " << r << " diverged";
+      }
+    }
+  }
+}
+
+TEST(PipelineTest, BitwiseReproducible) {
+  TrainSetup setup;
+  for (auto [stages, replicas] : {std::pair<int, int>{3, 1}, {2, 2}}) {
+    const Result first = TrainPipeline(setup, stages, 4, replicas);
+    const Result second = TrainPipeline(setup, stages, 4, replicas);
+    ASSERT_EQ(first.params[0].size(), second.params[0].size());
+    EXPECT_EQ(0, std::memcmp(first.params[0].data(), second.params[0].data(),
+                             first.params[0].size() * sizeof(float)))
+        << "stages=" << stages << " replicas=" << replicas;
+    EXPECT_EQ(first.losses, second.losses);
+  }
+}
+
+// A stage that throws (the last one, on a bad label) aborts the others, which
+// wait for its gradients; Step reports the failing stage, not the aborts.
+TEST(PipelineTest, FailingStageAbortsTheStep) {
+  for (int replicas : {1, 2}) {
+    TrainSetup setup;
+    PipelineOptions options;
+    options.stages = 3;
+    options.micro_batches = 2;
+    std::vector<std::unique_ptr<Sequential>> models;
+    for (int r = 0; r < replicas; ++r) models.push_back(MakeModel(setup, 100));
+    Pipeline pipeline(std::move(models), options);
+    auto [x, y] = Batch(setup, 0);
+    std::vector<float> labels = y.ToVector();
+    labels.back() = 7.f;  // 3 classes; the last replica's last micro-batch
+    const Tensor bad = Tensor::FromVector(labels, {setup.batch});
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      pipeline.Step(x, bad);
+      ADD_FAILURE() << "a bad label did not fail the step";
+    } catch (const Error& e) {
+      const std::string text = e.what();
+      std::cout << "replicas=" << replicas << ": " << text << "\n";
+      const std::string who =
+          "pipeline stage 2 of replica " + std::to_string(replicas - 1) + " (cpu) failed";
+      EXPECT_NE(text.find(who), std::string::npos) << text;
+      EXPECT_NE(text.find("label 7"), std::string::npos) << text;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+    try {
+      pipeline.Step(x, y);
+      ADD_FAILURE() << "a broken pipeline took another step";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("an earlier step failed"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(PipelineTest, ClearErrors) {
+  TrainSetup setup;
+  auto expect_error = [&](PipelineOptions options, const std::string& expected) {
+    try {
+      Pipeline pipeline(MakeModel(setup, 1), options);
+      ADD_FAILURE() << "no error, expected: " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  PipelineOptions options;
+  options.stages = 5;
+  expect_error(options, "has 4 layer(s), too few for 5 stages");
+  options.stages = 2;
+  options.boundaries = {4};
+  expect_error(options, "stage boundary 4 must be greater than 0 and less than the model's 4");
+  options.boundaries = {1, 2};
+  expect_error(options, "2 boundaries for 2 stages");
+  options.boundaries = {};
+  options.devices = {Device::Cpu()};
+  expect_error(options, "1 device(s) for 2 stage(s) x 1 replica(s): expected 2");
+  if (CudaDeviceCount() < 8) {
+    options.devices = {Device::Cpu(), Device::Cuda(7)};
+    expect_error(options, "stage 1 of replica 0 is on cuda:7 but");
+  }
+
+  // Every micro-batch needs an example.
+  PipelineOptions ok;
+  ok.micro_batches = 8;
+  Pipeline pipeline(MakeModel(setup, 1), ok);
+  TrainSetup small = setup;
+  small.batch = 5;
+  auto [x, y] = Batch(small, 0);
+  try {
+    pipeline.Step(x, y);
+    ADD_FAILURE() << "5 examples in 8 micro-batches did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fewer than micro_batches=8"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PipelineTest, RecordsBusyTimePerStage) {
+  TrainSetup setup;
+  setup.sizes = {64, 256, 256, 256, 10};
+  setup.batch = 64;
+  PipelineOptions options;
+  options.micro_batches = 4;
+  options.record_timing = true;
+  Pipeline pipeline(MakeModel(setup, 1), options);
+  auto [x, y] = Batch(setup, 0);
+  const auto start = std::chrono::steady_clock::now();
+  pipeline.Step(x, y);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<double> busy = pipeline.LastBusySeconds();
+  ASSERT_EQ(busy.size(), 2u);
+  for (double b : busy) {
+    EXPECT_GT(b, 0.0);
+    EXPECT_LE(b, wall);
+  }
+  std::cout << "busy " << busy[0] << " s, " << busy[1] << " s of " << wall << " s\n";
+}
+
+}  // namespace
+}  // namespace tandem
