@@ -70,6 +70,7 @@ class GzReader {
         << path << ": cannot open: " << std::strerror(errno);
     TANDEM_CHECK(!S_ISDIR(info.st_mode))
         << path << ": is a directory, expected an IDX file";
+    file_bytes_ = static_cast<uint64_t>(info.st_size);
     errno = 0;
     file_.reset(gzopen(path.c_str(), "rb"));
     TANDEM_CHECK(file_ != nullptr)
@@ -96,6 +97,17 @@ class GzReader {
     return done;
   }
 
+  // An upper bound on the bytes the file can still yield, for reserving
+  // memory: its size when read raw, 1032 times that when gzip (deflate's
+  // maximum expansion). Valid once something has been read.
+  uint64_t MaxDecodedBytes() const {
+    constexpr uint64_t kMaxDeflateRatio = 1032;
+    if (gzdirect(file_.get())) return file_bytes_;
+    return file_bytes_ > std::numeric_limits<uint64_t>::max() / kMaxDeflateRatio
+               ? std::numeric_limits<uint64_t>::max()
+               : file_bytes_ * kMaxDeflateRatio;
+  }
+
  private:
   // A gzip stream that ends early or is corrupt shows as a zlib error, not
   // as a short read; report it as such.
@@ -108,6 +120,7 @@ class GzReader {
   }
 
   std::string path_;
+  uint64_t file_bytes_ = 0;
   std::unique_ptr<gzFile_s, GzCloser> file_;
 };
 
@@ -174,9 +187,22 @@ IdxArray ReadIdx(const std::string& path) {
     num_elements *= size;
   }
 
-  array.data.resize(static_cast<size_t>(num_elements));
-  const size_t data_bytes = reader.Read(array.data.data(), array.data.size());
-  TANDEM_CHECK(data_bytes == array.data.size())
+  // The header's promise does not size the allocation: a 12-byte file may
+  // promise 2 GiB (the fuzzer found exactly that). Reserve no more than the
+  // file can hold, then grow the buffer only as bytes arrive.
+  const size_t expected = static_cast<size_t>(num_elements);
+  array.data.reserve(static_cast<size_t>(
+      std::min<uint64_t>(expected, reader.MaxDecodedBytes())));
+  size_t data_bytes = 0;
+  while (data_bytes < expected) {
+    const size_t want = std::min<size_t>(expected - data_bytes, size_t{1} << 20);
+    array.data.resize(data_bytes + want);
+    const size_t got = reader.Read(array.data.data() + data_bytes, want);
+    data_bytes += got;
+    if (got < want) break;
+  }
+  array.data.resize(data_bytes);
+  TANDEM_CHECK(data_bytes == expected)
       << path << ": truncated: header promises " << num_elements
       << " bytes of data (" << DimsToString(array.dims) << "), found "
       << data_bytes;

@@ -1,0 +1,167 @@
+// Tests parallel/checkpointer.h in threads mode: three ranks save, one file
+// is written (rank 0's state), and every rank returns only once it is
+// complete; a failed save fails every rank; loading finds nothing, the
+// checkpoint, or a clear error.
+#include "parallel/checkpointer.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "parallel/launcher.h"
+
+namespace tandem {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
+std::set<std::string> ListDirectory(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* entry = ::readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") names.insert(name);
+    }
+    ::closedir(d);
+  }
+  return names;
+}
+
+// A state that says which rank made it and at which step.
+CheckpointState StateOf(int rank, int64_t step) {
+  CheckpointState s;
+  s.step = step;
+  s.epoch = step / 10;
+  s.batch_in_epoch = step % 10;
+  s.seed = 42;
+  s.extra_u64["made_by_rank"] = {static_cast<uint64_t>(rank)};
+  s.tensors.push_back({"w", {2, 2}, {1.f * rank, 2.f, 3.f, float(step)}});
+  return s;
+}
+
+LaunchOptions Threads(int workers) {
+  LaunchOptions options;
+  options.mode = "threads";
+  options.workers = workers;
+  return options;
+}
+
+TEST(CheckpointerTest, ThreeRanksWriteOneFileAndEveryoneReturns) {
+  // Nested and not yet there: rank 0 creates it.
+  const std::string dir = TempPath("three_ranks/run1");
+  std::atomic<int> returned{0};
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  auto fail = [&](int rank, int64_t step, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    failures.push_back("rank " + std::to_string(rank) + " after save " +
+                       std::to_string(step) + ": " + what);
+  };
+  Launch(Threads(3), [&](Worker& w) {
+    for (int64_t step = 1; step <= 5; ++step) {
+      SaveCheckpoint(w.comm, dir, StateOf(w.rank, step));
+      // Every rank, once back, sees the complete checkpoint of this step:
+      // nobody returns before rank 0 has renamed the file into place.
+      const std::optional<CheckpointState> loaded = LoadLatestCheckpoint(dir);
+      if (!loaded.has_value()) {
+        fail(w.rank, step, "no checkpoint");
+      } else if (!(*loaded == StateOf(0, step))) {
+        fail(w.rank, step,
+             "loaded step " + std::to_string(loaded->step) + " made by rank " +
+                 std::to_string(loaded->extra_u64.at("made_by_rank")[0]));
+      }
+      // Keep ranks from racing ahead into the next save while others read.
+      w.comm.Barrier();
+    }
+    ++returned;
+  });
+  EXPECT_EQ(returned.load(), 3);
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  EXPECT_EQ(ListDirectory(dir), std::set<std::string>{"checkpoint.tnd"});
+  EXPECT_EQ(CheckpointPath(dir), dir + "/checkpoint.tnd");
+  EXPECT_EQ(CheckpointPath(dir + "/"), dir + "/checkpoint.tnd");
+}
+
+TEST(CheckpointerTest, OneWorkerSaves) {
+  const std::string dir = TempPath("one_worker");
+  Launch(Threads(1),
+         [&](Worker& w) { SaveCheckpoint(w.comm, dir, StateOf(0, 3)); });
+  ASSERT_TRUE(LoadLatestCheckpoint(dir).has_value());
+  EXPECT_TRUE(*LoadLatestCheckpoint(dir) == StateOf(0, 3));
+}
+
+TEST(CheckpointerTest, FailedSaveFailsEveryRankWithRankZerosError) {
+  // The "directory" is a file, so rank 0 cannot create it.
+  const std::string dir = TempPath("i_am_a_file");
+  std::ofstream(dir) << "not a directory";
+  std::atomic<int> threw{0};
+  std::string error;
+  try {
+    Launch(Threads(3), [&](Worker& w) {
+      try {
+        SaveCheckpoint(w.comm, dir, StateOf(w.rank, 1));
+      } catch (const Error&) {
+        ++threw;
+        throw;
+      }
+    });
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(threw.load(), 3) << "every rank must fail, not only rank 0";
+  EXPECT_NE(error.find("worker 0 failed"), std::string::npos) << error;
+  EXPECT_NE(error.find("cannot create checkpoint directory " + dir), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("exists and is not a directory"), std::string::npos) << error;
+}
+
+TEST(CheckpointerTest, LoadLatestFindsNothingInAFreshDirectory) {
+  EXPECT_FALSE(LoadLatestCheckpoint(TempPath("never_created")).has_value());
+  const std::string empty = TempPath("empty_dir");
+  ASSERT_EQ(::mkdir(empty.c_str(), 0755), 0);
+  EXPECT_FALSE(LoadLatestCheckpoint(empty).has_value());
+  // A save that was killed before its rename leaves only the .tmp file.
+  std::ofstream(empty + "/checkpoint.tnd.tmp") << "TANDEMCK partial";
+  EXPECT_FALSE(LoadLatestCheckpoint(empty).has_value());
+}
+
+TEST(CheckpointerTest, LoadLatestRejectsACorruptCheckpoint) {
+  const std::string dir = TempPath("corrupt");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  std::ofstream(dir + "/checkpoint.tnd") << "TANDEMCK";
+  std::string error;
+  try {
+    LoadLatestCheckpoint(dir);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find(dir + "/checkpoint.tnd: truncated checkpoint"),
+            std::string::npos)
+      << error;
+}
+
+TEST(CheckpointerTest, LoadLatestRejectsAFileAsDirectory) {
+  const std::string file = TempPath("plain_file");
+  std::ofstream(file) << "x";
+  std::string error;
+  try {
+    LoadLatestCheckpoint(file);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("the checkpoint directory is a file?"), std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace tandem
