@@ -1,0 +1,364 @@
+// CPU data-parallel training throughput: an MLP trained on random data with
+// Launch + Reducer + SGD, per worker count, overlap setting and bucket size;
+// plus all-reduce (small and large) and barrier latency measured on the same
+// communicator.
+//
+//   bazel build -c opt //bench:dp_cpu_bench
+//   bazel-bin/bench/dp_cpu_bench --workers=1,2,4 --overlap=both
+//   mpirun --allow-run-as-root --oversubscribe -np 2 bazel-bin/bench/dp_cpu_bench --mode=mpi
+//
+// Each configuration prints one machine-readable line,
+//   result bench=dp_cpu mode=threads workers=2 overlap=on bucket_mb=4 ...
+// and rank 0 ends with a table of all of them. Times:
+//   step_ms       wall time per training step (ZeroGrad, Forward, loss,
+//                 Reducer::Backward, Step): each of --repeats runs of --steps
+//                 steps gives a mean (slowest rank); the median run's, and
+//                 the fastest run's as step_ms_min;
+//   comm_wait_ms  Reducer::last_comm_wait_seconds() per step, mean over all
+//                 timed steps and ranks: how long the end of backward waited
+//                 for all-reduces (0 with one worker: nothing to reduce);
+//   ar_*_us       median over --comm_iters of one AllReduce (kAverage) of
+//                 that many bytes, each after a Barrier, slowest rank;
+//   barrier_us    median over --comm_iters of one Barrier, slowest rank.
+// loss_first / loss_last are the global-batch loss of the first warm-up step
+// and of the last timed step (cross-entropy against random labels, so it
+// barely falls); `replicas` is "same" when every rank ends with bitwise-equal
+// parameters.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/layer.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
+#include "layers/optimizer.h"
+#include "parallel/launcher.h"
+#include "parallel/reducer.h"
+#include "parallel/sharding.h"
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct BenchConfig {
+  std::string mode = "threads";
+  std::vector<int64_t> workers = {1};  // threads mode only
+  std::vector<bool> overlaps = {true, false};
+  std::vector<double> bucket_mbs = {4.0};
+  std::vector<int64_t> hidden = {1024, 1024};
+  int64_t inputs = 784;
+  int64_t classes = 10;
+  int64_t batch_size = 256;  // global
+  int steps = 20;    // per timed run
+  int repeats = 3;   // timed runs; step_ms is the median run's
+  int warmup = 3;
+  float lr = 0.01f;
+  uint64_t seed = 42;
+  int data_sets = 4;  // distinct random batches, used in turn
+  int comm_iters = 20;
+  int64_t small_bytes = 4 << 10;
+  int64_t large_bytes = 16 << 20;
+};
+
+// Latencies of the worker's communicator, all ranks' worst.
+struct CommLatency {
+  double small_us = 0, large_us = 0, barrier_us = 0;
+};
+
+// The largest of every rank's `value` (AllGather: every rank gets it).
+double MaxOverRanks(Communicator& comm, double value) {
+  std::vector<float> all(comm.size());
+  const float mine = static_cast<float>(value);
+  comm.AllGather(&mine, 1, all.data());
+  return *std::max_element(all.begin(), all.end());
+}
+
+double MeanOverRanks(Communicator& comm, double value) {
+  float v = static_cast<float>(value);
+  comm.AllReduce(&v, 1, ReduceOp::kAverage);
+  return v;
+}
+
+CommLatency MeasureComm(Communicator& comm, const BenchConfig& c) {
+  auto time_allreduce = [&](int64_t bytes) {
+    // Averages of all-ones stay all-ones, so the values never overflow.
+    std::vector<float> data(static_cast<size_t>(bytes / 4), 1.f);
+    std::vector<double> us;
+    for (int i = 0; i < c.comm_iters + 2; ++i) {
+      comm.Barrier();
+      const auto start = Clock::now();
+      comm.AllReduce(data.data(), static_cast<int64_t>(data.size()),
+                     ReduceOp::kAverage);
+      if (i >= 2) us.push_back(1e6 * SecondsSince(start));  // 2 warm-ups
+    }
+    TANDEM_CHECK(data[0] == 1.f) << "all-reduce of ones averaged to " << data[0];
+    return MaxOverRanks(comm, bench::Median(us));
+  };
+  CommLatency latency;
+  latency.small_us = time_allreduce(c.small_bytes);
+  latency.large_us = time_allreduce(c.large_bytes);
+  std::vector<double> us;
+  for (int i = 0; i < c.comm_iters + 2; ++i) {
+    const auto start = Clock::now();
+    comm.Barrier();
+    if (i >= 2) us.push_back(1e6 * SecondsSince(start));
+  }
+  latency.barrier_us = MaxOverRanks(comm, bench::Median(us));
+  return latency;
+}
+
+// FNV-1a of every parameter's bytes, in parameter order.
+uint64_t ParameterHash(Sequential& model) {
+  uint64_t h = 1469598103934665603ull;
+  for (Parameter& p : model.Parameters()) {
+    const std::vector<float> v = p.value->ToVector();
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(v.data());
+    for (size_t i = 0; i < v.size() * sizeof(float); ++i) {
+      h = (h ^ bytes[i]) * 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+// Whether every rank holds the same parameters: the hash travels as four
+// 16-bit pieces, each exact in a float.
+bool ReplicasIdentical(Communicator& comm, Sequential& model) {
+  const uint64_t h = ParameterHash(model);
+  float mine[4];
+  for (int i = 0; i < 4; ++i) mine[i] = static_cast<float>((h >> (16 * i)) & 0xffff);
+  std::vector<float> all(4 * static_cast<size_t>(comm.size()));
+  comm.AllGather(mine, 4, all.data());
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i] != mine[i % 4]) return false;
+  }
+  return true;
+}
+
+struct RandomData {
+  std::vector<Tensor> x;       // [batch, inputs]
+  std::vector<Tensor> labels;  // [batch], class indices as floats
+};
+
+// The same global batches on every rank (same seed); each rank slices its
+// shard.
+RandomData MakeData(const BenchConfig& c) {
+  Rng rng(c.seed + 1);
+  RandomData data;
+  for (int s = 0; s < c.data_sets; ++s) {
+    std::vector<float> x(static_cast<size_t>(c.batch_size * c.inputs));
+    for (float& v : x) v = rng.Normal();
+    std::vector<float> y(static_cast<size_t>(c.batch_size));
+    for (float& v : y) v = static_cast<float>(rng.UniformInt(c.classes));
+    data.x.push_back(Tensor::FromVector(x, {c.batch_size, c.inputs}));
+    data.labels.push_back(Tensor::FromVector(y, {c.batch_size}));
+  }
+  return data;
+}
+
+// One configuration on this worker; returns the row (meaningful on rank 0).
+bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& data,
+                     bool overlap, double bucket_mb, const CommLatency& latency) {
+  std::vector<int64_t> sizes = {c.inputs};
+  sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
+  sizes.push_back(c.classes);
+  Rng init(c.seed);
+  auto model = Mlp(sizes, Activation::kRelu, init);
+  ReducerOptions options;
+  options.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
+  options.overlap = overlap;
+  Reducer reducer(*model, worker.comm, options);
+  SgdParams sgd_params;
+  sgd_params.lr = c.lr;
+  Sgd sgd(model->Parameters(), sgd_params);
+  SoftmaxCrossEntropyLoss loss;
+
+  const ShardRange shard = Shard(c.batch_size, worker.rank, worker.size);
+  std::vector<Tensor> xs, ys;
+  for (int s = 0; s < c.data_sets; ++s) {
+    xs.push_back(data.x[s].Slice(shard.begin, shard.end));
+    ys.push_back(data.labels[s].Slice(shard.begin, shard.end));
+  }
+
+  double comm_wait = 0;
+  float first_loss = 0, last_loss = 0;
+  auto step = [&](int i) {
+    sgd.ZeroGrad();
+    Tensor logits = model->Forward(xs[i % c.data_sets]);
+    // Normalised by the global batch: see Note [Gradient averaging].
+    Tensor value = loss.Forward(logits, ys[i % c.data_sets], c.batch_size);
+    reducer.Backward(loss.Backward());
+    sgd.Step();
+    comm_wait += reducer.last_comm_wait_seconds();
+    return value;
+  };
+
+  for (int i = 0; i < c.warmup; ++i) {
+    Tensor value = step(i);
+    if (i == 0) first_loss = value.Item();
+  }
+  comm_wait = 0;
+  Tensor value;
+  int k = c.warmup;
+  std::vector<double> run_ms;  // per run: ms per step, slowest rank
+  for (int r = 0; r < c.repeats; ++r) {
+    worker.comm.Barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < c.steps; ++i) value = step(k++);
+    run_ms.push_back(MaxOverRanks(worker.comm, 1e3 * SecondsSince(start) / c.steps));
+  }
+  last_loss = value.Item();  // the CPU backend has finished already
+
+  // Each rank's loss is its shard's share of the global-batch mean.
+  float losses[2] = {first_loss, last_loss};
+  worker.comm.AllReduce(losses, 2, ReduceOp::kSum);
+  first_loss = losses[0];
+  last_loss = losses[1];
+  const double step_ms = bench::Median(run_ms);
+  const double step_ms_min = *std::min_element(run_ms.begin(), run_ms.end());
+  const double wait_ms =
+      MeanOverRanks(worker.comm, 1e3 * comm_wait / (static_cast<double>(c.steps) * c.repeats));
+  const bool same = ReplicasIdentical(worker.comm, *model);
+  TANDEM_CHECK(std::isfinite(last_loss)) << "loss is not finite; lower --lr";
+
+  bench::Row row;
+  row.Add("bench", "dp_cpu")
+      .Add("mode", c.mode)
+      .Add("workers", worker.size)
+      .Add("overlap", overlap ? "on" : "off")
+      .Add("bucket_mb", bench::Fixed(bucket_mb, bucket_mb == std::floor(bucket_mb) ? 0 : 2))
+      .Add("buckets", reducer.num_buckets())
+      .Add("batch", c.batch_size)
+      .Add("params", ParameterCount(*model))
+      .Add("steps", c.steps)
+      .Add("repeats", c.repeats)
+      .Add("step_ms", step_ms, 2)
+      .Add("step_ms_min", step_ms_min, 2)
+      .Add("samples_per_s", c.batch_size / (step_ms / 1e3), 0)
+      .Add("comm_wait_ms", wait_ms, 3)
+      .Add("comm_wait_pct", 100.0 * wait_ms / step_ms, 1)
+      .Add("ar_small_bytes", c.small_bytes)
+      .Add("ar_small_us", latency.small_us, 1)
+      .Add("ar_large_bytes", c.large_bytes)
+      .Add("ar_large_us", latency.large_us, 1)
+      .Add("ar_large_GBps", c.large_bytes / (latency.large_us * 1e3), 2)
+      .Add("barrier_us", latency.barrier_us, 1)
+      .Add("loss_first", first_loss, 4)
+      .Add("loss_last", last_loss, 4)
+      .Add("replicas", same ? "same" : "DIFFER");
+  return row;
+}
+
+void RunLaunch(const BenchConfig& c, const LaunchOptions& launch,
+               std::vector<bench::Row>& rows) {
+  std::mutex mutex;
+  const RandomData data = MakeData(c);
+  Launch(launch, [&](Worker& worker) {
+    const CommLatency latency = MeasureComm(worker.comm, c);
+    for (bool overlap : c.overlaps) {
+      for (double bucket_mb : c.bucket_mbs) {
+        bench::Row row = RunConfig(worker, c, data, overlap, bucket_mb, latency);
+        if (worker.is_root()) {
+          std::lock_guard<std::mutex> lock(mutex);
+          std::cout << row.KeyValues() << std::endl;
+          rows.push_back(row);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  using namespace tandem;
+  BenchConfig c;
+  std::string workers = "1", overlap = "both", bucket_mb = "4", hidden = "1024,1024";
+  CLI::App app{"Tandem: CPU data-parallel training throughput and collective latency"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--mode", c.mode, "threads (one process) or mpi (started by mpirun)");
+  app.add_option("--workers", workers,
+                 "threads mode: worker counts to run, comma-separated (e.g. 1,2,4)");
+  app.add_option("--overlap", overlap, "both, on or off: all-reduce during backward or after");
+  app.add_option("--bucket_mb", bucket_mb, "gradient bucket sizes in MiB, comma-separated");
+  app.add_option("--hidden", hidden, "hidden layer sizes, comma-separated");
+  app.add_option("--batch_size", c.batch_size, "global batch, split across workers");
+  app.add_option("--steps", c.steps, "timed steps per run");
+  app.add_option("--repeats", c.repeats, "timed runs per configuration (median reported)");
+  app.add_option("--warmup", c.warmup, "untimed steps first");
+  app.add_option("--lr", c.lr, "SGD learning rate");
+  app.add_option("--seed", c.seed, "seed for weights and data");
+  app.add_option("--comm_iters", c.comm_iters, "repetitions of each latency measurement");
+  app.add_option("--small_bytes", c.small_bytes, "small all-reduce size in bytes");
+  app.add_option("--large_bytes", c.large_bytes, "large all-reduce size in bytes");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    TANDEM_CHECK(overlap == "both" || overlap == "on" || overlap == "off")
+        << "--overlap must be both, on or off, got '" << overlap << "'";
+    c.overlaps = overlap == "both" ? std::vector<bool>{true, false}
+                                   : std::vector<bool>{overlap == "on"};
+    c.bucket_mbs = bench::ParseDoubleList(bucket_mb, "--bucket_mb");
+    c.hidden = bench::ParseIntList(hidden, "--hidden");
+    TANDEM_CHECK(c.steps >= 1 && c.warmup >= 1 && c.repeats >= 1)
+        << "--steps, --repeats and --warmup must be at least 1, got " << c.steps << ", "
+        << c.repeats << " and " << c.warmup;
+    TANDEM_CHECK(c.comm_iters >= 1) << "--comm_iters must be at least 1";
+    TANDEM_CHECK(c.small_bytes >= 4 && c.small_bytes % 4 == 0 && c.large_bytes >= 4 &&
+                 c.large_bytes % 4 == 0)
+        << "--small_bytes and --large_bytes must be positive multiples of 4";
+
+    std::vector<bench::Row> rows;
+    if (c.mode == "mpi") {
+      TANDEM_CHECK(app.count("--workers") == 0)
+          << "--workers cannot be used with --mode=mpi; the world size comes from mpirun (-np)";
+      LaunchOptions launch;
+      launch.mode = "mpi";
+      RunLaunch(c, launch, rows);
+    } else {
+      c.workers = bench::ParseIntList(workers, "--workers");
+      for (int64_t w : c.workers) {
+        TANDEM_CHECK(c.batch_size >= w) << "--batch_size=" << c.batch_size
+                                        << " is smaller than --workers=" << w;
+        LaunchOptions launch;
+        launch.mode = c.mode;  // Launch rejects anything but threads|mpi
+        launch.workers = static_cast<int>(w);
+        RunLaunch(c, launch, rows);
+      }
+    }
+    if (!rows.empty()) {
+      std::cout << "\nhardware threads: " << std::thread::hardware_concurrency()
+                << "; model 784-" << hidden << "-10 (" << rows[0].Get("params")
+                << " params), global batch " << c.batch_size << ", " << c.repeats
+                << " runs of " << c.steps << " timed steps after " << c.warmup
+                << " warm-up steps\n";
+      bench::PrintTable(rows,
+                        {"mode", "workers", "overlap", "bucket_mb", "buckets", "step_ms",
+                         "step_ms_min", "samples_per_s", "comm_wait_ms", "ar_small_us", "ar_large_us",
+                         "ar_large_GBps", "barrier_us", "replicas"},
+                        std::cout);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,214 @@
+// GPU data-parallel training step: Tandem's reducer over NCCL on N GPUs, in
+// threads mode (one process) or MPI mode (one rank per GPU).
+//
+//   gpu_dp_bench --model=large --batch=512 --workers=2            # threads
+//   mpirun -np 2 gpu_dp_bench --model=large --batch=512 --mode=mpi
+//   gpu_dp_bench --model=large --workers=2 --allreduce_only       # bandwidth
+//
+// Models and loss match bench/torch_ddp.py: MLP with ReLU, MSE against
+// N(0,1) targets, plain SGD (lr 1e-3), fp32 without TF32; --batch is per GPU.
+// Timing: CUDA events on rank 0's compute stream around --steps steps after
+// --warmup, median of --repeats runs. "comm_wait" is the time the GPU's
+// compute stream spent waiting for NCCL at the end of backward: from the
+// event after the first layer's backward kernels to the event after the
+// reducer's JoinQueued (both on the compute stream), i.e. what overlap did
+// not hide.
+//
+// --allreduce_only compares the reducer's bucketed all-reduce of the whole
+// gradient (no compute) with one raw all-reduce of the same bytes.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/backend_registry.h"
+#include "core/check.h"
+#include "core/cuda/cuda_backend.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
+#include "layers/optimizer.h"
+#include "parallel/launcher.h"
+#include "parallel/reducer.h"
+
+namespace tandem {
+namespace {
+
+struct Options {
+  std::string model = "large";
+  int64_t batch = 512;
+  int steps = 30;
+  int warmup = 5;
+  int repeats = 5;
+  double bucket_mb = 25.0;
+  bool overlap = true;
+  bool allreduce_only = false;
+};
+
+std::vector<int64_t> Sizes(const std::string& model) {
+  if (model == "large") return {1024, 4096, 4096, 4096, 4096, 1024};
+  TANDEM_CHECK(model == "small") << "--model must be large or small, got " << model;
+  return {784, 1024, 1024, 10};
+}
+
+Tensor Random(const Shape& shape, Rng& rng, Device device) {
+  std::vector<float> v(NumElements(shape));
+  for (float& x : v) x = rng.Normal();
+  return Tensor::FromVector(v, shape, device);
+}
+
+void RunTraining(const Options& o, Worker& w, std::mutex& print) {
+  cuda::SetAllowTf32(false);
+  const std::vector<int64_t> sizes = Sizes(o.model);
+  Rng rng(42);
+  MlpOptions mlp;
+  mlp.device = w.device;
+  auto model = Mlp(sizes, Activation::kRelu, rng, mlp);
+  ReducerOptions ro;
+  ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
+  ro.overlap = o.overlap;
+  Reducer reducer(*model, w.gradient_comm(), ro);
+  SgdParams sgd;
+  sgd.lr = 1e-3f;
+  Sgd optimizer(model->Parameters(), sgd);
+  MseLoss loss;
+  Rng data(7 + w.rank);
+  Tensor x = Random({o.batch, sizes.front()}, data, w.device);
+  Tensor y = Random({o.batch, sizes.back()}, data, w.device);
+  Backend& backend = GetBackend(w.device);
+
+  std::unique_ptr<TimeMarker> backward_end, joined;
+  auto step = [&](bool measure_wait) {
+    optimizer.ZeroGrad();
+    loss.Forward(model->Forward(x), y, o.batch * w.size);
+    if (measure_wait) {
+      reducer.set_layer_done_hook([&](size_t layer) {
+        if (layer == 0) backward_end = backend.Mark();
+      });
+    }
+    reducer.Backward(loss.Backward());
+    if (measure_wait) {
+      joined = backend.Mark();
+      reducer.set_layer_done_hook(nullptr);
+    }
+    optimizer.Step();
+  };
+  for (int i = 0; i < o.warmup; ++i) step(false);
+  std::vector<double> step_ms, wait_ms;
+  for (int r = 0; r < o.repeats; ++r) {
+    w.comm.Barrier();
+    backend.Synchronize();
+    auto start = backend.Mark();
+    for (int i = 0; i < o.steps; ++i) step(false);
+    auto end = backend.Mark();
+    step_ms.push_back(end->MicrosSince(*start) / 1000.0 / o.steps);
+    // One extra step measures the compute stream's wait for NCCL.
+    step(true);
+    wait_ms.push_back(joined->MicrosSince(*backward_end) / 1000.0);
+  }
+  const double ms = bench::Median(step_ms);
+  const int64_t params = ParameterCount(*model);
+  if (w.is_root()) {
+    std::lock_guard<std::mutex> lock(print);
+    bench::Row row("dp_step");
+    row.Add("model", o.model).Add("batch_per_gpu", o.batch).Add("gpus", w.size)
+        .Add("overlap", o.overlap ? "on" : "off").Add("bucket_mb", o.bucket_mb, 1)
+        .Add("buckets", reducer.num_buckets()).Add("step_ms", ms, 3)
+        .Add("samples_per_s", o.batch * w.size / (ms / 1000.0), 0)
+        .Add("tflops", 6.0 * params * o.batch * w.size / (ms / 1000.0) / 1e12, 1)
+        .Add("comm_wait_ms", bench::Median(wait_ms), 3)
+        .Add("params", params);
+    std::cout << row.KeyValues() << std::endl;
+  }
+}
+
+// Bucketed all-reduce of the whole gradient vs one raw all-reduce.
+void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
+  const std::vector<int64_t> sizes = Sizes(o.model);
+  Rng rng(42);
+  MlpOptions mlp;
+  mlp.device = w.device;
+  auto model = Mlp(sizes, Activation::kRelu, rng, mlp);
+  ReducerOptions ro;
+  ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
+  Reducer reducer(*model, w.gradient_comm(), ro);
+  Communicator& comm = w.gradient_comm();
+  const int64_t n = ParameterCount(*model);
+  Tensor flat = Tensor::Zeros({n}, w.device);
+  Backend& backend = GetBackend(w.device);
+  auto time_us = [&](const std::function<void()>& fn) {
+    std::vector<double> runs;
+    for (int r = 0; r < o.repeats + 2; ++r) {
+      w.comm.Barrier();
+      backend.Synchronize();
+      auto start = backend.Mark();
+      for (int i = 0; i < o.steps; ++i) fn();
+      comm.JoinQueued();
+      auto end = backend.Mark();
+      if (r >= 2) runs.push_back(end->MicrosSince(*start) / o.steps);
+    }
+    return bench::Median(runs);
+  };
+  const double raw_us = time_us([&] { comm.QueueAllReduce(flat.data(), n, ReduceOp::kSum); });
+  // The reducer's buckets, in its launch order, each a separate all-reduce
+  // (as in a step), over chunks of one buffer of the same total size.
+  const double bucket_us = time_us([&] {
+    int64_t offset = 0;
+    for (int b = 0; b < reducer.num_buckets(); ++b) {
+      const int64_t elems = reducer.bucket_elements(b);
+      comm.QueueAllReduce(flat.data() + offset, elems, ReduceOp::kSum);
+      offset += elems;
+    }
+  });
+  if (w.is_root()) {
+    std::lock_guard<std::mutex> lock(print);
+    const double bytes = 4.0 * n;
+    bench::Row row("allreduce");
+    row.Add("model", o.model).Add("gpus", w.size).Add("bytes", static_cast<int64_t>(bytes))
+        .Add("bucket_mb", o.bucket_mb, 1).Add("buckets", reducer.num_buckets())
+        .Add("raw_ms", raw_us / 1000, 3).Add("bucketed_ms", bucket_us / 1000, 3)
+        .Add("raw_busbw_gbs", bytes * 2 * (w.size - 1) / w.size / (raw_us * 1e3), 1)
+        .Add("bucketed_busbw_gbs", bytes * 2 * (w.size - 1) / w.size / (bucket_us * 1e3), 1)
+        .Add("bucketed_vs_raw", raw_us / bucket_us, 3);
+    std::cout << row.KeyValues() << std::endl;
+  }
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  using namespace tandem;
+  Options o;
+  LaunchOptions launch;
+  launch.device = "cuda";
+  int workers = 0;
+  CLI::App app{"Tandem GPU data-parallel step benchmark"};
+  app.add_option("--model", o.model, "large or small");
+  app.add_option("--batch", o.batch, "batch per GPU");
+  app.add_option("--steps", o.steps, "timed steps per run");
+  app.add_option("--warmup", o.warmup, "untimed steps first");
+  app.add_option("--repeats", o.repeats, "timed runs (median reported)");
+  app.add_option("--bucket_mb", o.bucket_mb, "gradient bucket size, MiB");
+  app.add_flag("!--no_overlap", o.overlap, "all-reduce after backward");
+  app.add_flag("--allreduce_only", o.allreduce_only, "bucketed vs raw all-reduce");
+  app.add_option("--mode", launch.mode, "threads or mpi");
+  app.add_option("--workers", workers, "GPUs in threads mode");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (app.count("--workers") > 0) launch.workers = workers;
+    std::mutex print;
+    Launch(launch, [&](Worker& w) {
+      if (o.allreduce_only) RunAllReduce(o, w, print);
+      else RunTraining(o, w, print);
+    });
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,633 @@
+// Single-GPU training-step benchmark: Tandem's MLP step (ZeroGrad, Forward,
+// MSE, Backward, SGD) on cuda:0, side by side with the cuBLAS SGEMM rate
+// measured in the same process, on the same device.
+//
+//   bazel build -c opt //bench:gpu_step_bench
+//   bazel-bin/bench/gpu_step_bench --model=all --graph
+//   bazel-bin/bench/gpu_step_bench --model=large --batch=4096 --steps=20
+//
+// Models (bench/torch_reference.py builds the same ones):
+//   large: 1024 → 4×4096 → 1024 (58.7 M parameters), batches 512 and 4096;
+//   small: 784 → 1024 → 1024 → 10 (1.86 M parameters), batch 256.
+// ReLU after each hidden layer, MSE loss (mean over all elements) against
+// N(0, 1) targets (large) or one-hot rows of random classes (small), plain
+// SGD with lr 1e-3. Inputs are N(0, 1), on the device, in --sets distinct
+// batches used in turn, so a step never finds last step's input in L2.
+// fp32 throughout; TF32 stays off unless --tf32.
+//
+// Timing: --warmup untimed steps, then --repeats runs of --steps steps, each
+// run timed with CUDA events recorded on the compute stream
+// (cuda::ComputeStream(0)); step_ms is the median run's time per step. The
+// host's time to enqueue the steps is reported too (host_ms): when it is
+// close to step_ms, the step is bound by launch overhead, not by the GPU.
+//
+// --graph also captures one step per input set as a CUDA graph
+// (cudaStreamBeginCapture on the compute stream, thread-local mode) and times
+// graph replays. It first checks that K replays give the same parameters as
+// K eager steps of an identically seeded model (see Note [Graph capture]).
+//
+// Output: "gemm ...", "copy ..." (device-to-device bandwidth, the memory
+// ceiling), "check ..." and "result ..." key=value lines, then a table.
+// TFLOP/s of a step counts 6 × parameters × batch FLOPs; pct_sgemm is that
+// rate over the 8192³ SGEMM rate measured in this run. gemm_sum_ms adds
+// up the model's GEMMs (three per layer, as the step issues them) timed
+// alone at the same shapes; gemm_share = gemm_sum_ms / step_ms.
+#include <CLI/CLI.hpp>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/backend_registry.h"
+#include "core/check.h"
+#include "core/cuda/cuda_backend.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/event.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/layer.h"
+#include "layers/linear.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
+#include "layers/optimizer.h"
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ModelSpec {
+  std::string name;
+  std::vector<int64_t> sizes;  // {in, hidden..., out}
+  bool one_hot_targets;
+  std::vector<int64_t> default_batches;
+};
+
+ModelSpec LargeModel() {
+  return {"large", {1024, 4096, 4096, 4096, 4096, 1024}, false, {512, 4096}};
+}
+ModelSpec SmallModel() { return {"small", {784, 1024, 1024, 10}, true, {256}}; }
+
+struct Options {
+  int warmup = 5;
+  int steps = 0;  // 0: enough for about --target_ms per run
+  double target_ms = 200;
+  int repeats = 5;
+  int sets = 4;
+  int check_steps = 8;
+  bool graph = false;
+  bool gemm = true;
+  bool tf32 = false;
+  int64_t sgemm_size = 8192;
+  float lr = 1e-3f;
+  uint64_t seed = 42;
+};
+
+const Device kDevice = Device::Cuda(0);
+
+cudaStream_t Stream() { return cuda::ComputeStream(0); }
+
+int64_t CudaMallocCount() {
+  return GetBackend(kDevice).allocator().stats().system_allocations;
+}
+
+// N(0, 1) values on the device. Large tensors repeat a random block of 2^20
+// values (generated on the host, copied on the device): random enough for
+// timing, without seconds of host-side sampling.
+Tensor RandomTensor(const Shape& shape, Rng& rng) {
+  Tensor t = Tensor::Empty(shape, kDevice);
+  Tensor flat = t.Flatten();
+  const int64_t n = t.numel();
+  const int64_t block = std::min<int64_t>(n, int64_t{1} << 20);
+  std::vector<float> host(static_cast<size_t>(block));
+  for (float& v : host) v = rng.Normal();
+  flat.Slice(0, block).CopyFrom(Tensor::FromVector(host, {block}));
+  for (int64_t offset = block; offset < n; offset += block) {
+    const int64_t len = std::min(block, n - offset);
+    flat.Slice(offset, offset + len).CopyFrom(flat.Slice(0, len));
+  }
+  return t;
+}
+
+// Inputs and targets, `sets` batches of each.
+struct Batches {
+  std::vector<Tensor> x, y;
+};
+
+Batches MakeBatches(const ModelSpec& spec, int64_t batch, int sets, uint64_t seed) {
+  Rng rng(seed + 1);
+  Batches b;
+  const int64_t in = spec.sizes.front(), out = spec.sizes.back();
+  for (int s = 0; s < sets; ++s) {
+    b.x.push_back(RandomTensor({batch, in}, rng));
+    if (spec.one_hot_targets) {
+      std::vector<float> y(static_cast<size_t>(batch * out), 0.f);
+      for (int64_t r = 0; r < batch; ++r) y[r * out + rng.UniformInt(out)] = 1.f;
+      b.y.push_back(Tensor::FromVector(y, {batch, out}, kDevice));
+    } else {
+      b.y.push_back(RandomTensor({batch, out}, rng));
+    }
+  }
+  return b;
+}
+
+// One model with its loss and optimizer; Step is one training step, exactly
+// as a training loop issues it.
+class Trainer {
+ public:
+  Trainer(const ModelSpec& spec, const Options& options) {
+    Rng init(options.seed);
+    MlpOptions mlp;
+    mlp.device = kDevice;
+    model_ = Mlp(spec.sizes, Activation::kRelu, init, mlp);
+    SgdParams sgd;
+    sgd.lr = options.lr;  // no momentum, no weight decay
+    sgd_ = std::make_unique<Sgd>(model_->Parameters(), sgd);
+  }
+
+  // Returns the loss, [1] on the device (not waited for).
+  Tensor Step(const Tensor& x, const Tensor& y) {
+    sgd_->ZeroGrad();
+    Tensor pred = model_->Forward(x);
+    Tensor value = loss_.Forward(pred, y);
+    model_->Backward(loss_.Backward());
+    sgd_->Step();
+    return value;
+  }
+
+  Sequential& model() { return *model_; }
+
+  std::vector<float> FlatParameters() {
+    std::vector<float> all;
+    for (Parameter& p : model_->Parameters()) {
+      const std::vector<float> v = p.value->ToVector();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  }
+
+ private:
+  std::unique_ptr<Sequential> model_;
+  MseLoss loss_;
+  std::unique_ptr<Sgd> sgd_;
+};
+
+// Note [Graph capture]
+// ~~~~~~~~~~~~~~~~~~~~
+// A step captured on the compute stream bakes in every device pointer it
+// used: parameters and gradients (long-lived, fine), the input batch (one
+// graph per input set), and the activations and scratch the step allocated
+// from the caching allocator during capture, which went back to the cache
+// when the capturing step's tensors died. Replays write those blocks again.
+// That is safe because (1) all work, eager or replayed, runs on the one
+// compute stream, so a replay never overlaps another user of a block (Note
+// [Stream-ordered reuse]); and (2) a step reads no intermediate it did not
+// write itself earlier in the same step, so a block shared by two graphs, or
+// handed to an eager step in between, carries nothing across steps. What
+// would break it: a tensor allocated after capture that must keep its value
+// across replays (it may get a block a graph scribbles on); none is made
+// here. Capture itself must not call cudaMalloc (thread-local capture mode
+// forbids it): the warm-up steps fill the cache first, the caching allocator
+// returns blocks LIFO per size class, and a repeated step makes the same
+// requests, so capture is served from the cache; CaptureStep checks the
+// cudaMalloc count. Host-side effects (the optimizer's step counter) happen
+// once, at capture, not per replay; plain SGD does not read it.
+class Graph {
+ public:
+  // Captures what `fn` queues on `stream` (nothing runs) and instantiates it.
+  Graph(cudaStream_t stream, const std::function<void()>& fn) {
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      // End the capture so the stream is usable again, then report fn's error.
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream, &broken);
+      if (broken != nullptr) cudaGraphDestroy(broken);
+      cudaGetLastError();
+      throw Error(std::string("during CUDA graph capture of a step (a cudaMalloc here means "
+                              "the warm-up did not fill the allocator's cache): ") +
+                  e.what());
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph_)) << "capturing a training step";
+    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    size_t nodes = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes));
+    std::vector<cudaGraphNode_t> all(nodes);
+    if (nodes > 0) CUDA_CHECK(cudaGraphGetNodes(graph_, all.data(), &nodes));
+    for (cudaGraphNode_t node : all) {
+      cudaGraphNodeType type;
+      CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type == cudaGraphNodeTypeKernel) ++kernel_nodes_;
+    }
+    nodes_ = static_cast<int>(nodes);
+  }
+  ~Graph() {
+    if (exec_ != nullptr) TANDEM_CUDA_LOG_IF_ERROR(cudaGraphExecDestroy(exec_));
+    if (graph_ != nullptr) TANDEM_CUDA_LOG_IF_ERROR(cudaGraphDestroy(graph_));
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  void Launch(cudaStream_t stream) { CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+  int nodes() const { return nodes_; }
+  int kernel_nodes() const { return kernel_nodes_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  int nodes_ = 0;
+  int kernel_nodes_ = 0;
+};
+
+// One graph per input set, captured from `trainer` (already warmed up).
+// `losses[s]` keeps graph s's loss output alive; each replay rewrites it.
+struct StepGraphs {
+  std::vector<std::unique_ptr<Graph>> graphs;
+  std::vector<Tensor> losses;
+};
+
+StepGraphs CaptureSteps(Trainer& trainer, const Batches& data) {
+  StepGraphs g;
+  const int64_t mallocs = CudaMallocCount();
+  for (size_t s = 0; s < data.x.size(); ++s) {
+    Tensor loss;
+    g.graphs.push_back(std::make_unique<Graph>(
+        Stream(), [&] { loss = trainer.Step(data.x[s], data.y[s]); }));
+    g.losses.push_back(loss);
+  }
+  TANDEM_CHECK(CudaMallocCount() == mallocs)
+      << "capturing a step called cudaMalloc; run more warm-up steps";
+  return g;
+}
+
+// Median over `repeats` runs of `steps` calls of `step(k)` (k counts on
+// across runs), timed with events on the compute stream.
+struct Timing {
+  double gpu_ms = 0;   // per step, between events on the stream
+  double host_ms = 0;  // per step, to enqueue
+  int steps = 0;
+};
+
+Timing TimeSteps(int steps, int repeats, int& k, const std::function<void(int)>& step) {
+  cuda::Event start = cuda::Event::Timing(), stop = cuda::Event::Timing();
+  std::vector<double> gpu, host;
+  for (int r = 0; r < repeats; ++r) {
+    start.Record(Stream());
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) step(k++);
+    host.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count() /
+                   steps);
+    stop.Record(Stream());
+    gpu.push_back(stop.ElapsedMsSince(start) / steps);
+  }
+  return {bench::Median(gpu), bench::Median(host), steps};
+}
+
+// Steps per run: --steps, or enough for about --target_ms.
+int StepsFor(const Options& o, double step_ms) {
+  if (o.steps > 0) return o.steps;
+  return static_cast<int>(std::clamp(o.target_ms / std::max(step_ms, 1e-3), 10.0, 2000.0));
+}
+
+// ---------------------------------------------------------------------------
+// GEMMs alone.
+
+struct GemmShape {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  float beta;
+  bool operator<(const GemmShape& o) const {
+    return std::tie(m, n, k, trans_a, trans_b, beta) <
+           std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.beta);
+  }
+};
+
+// Median time of one ops::Gemm of `shape` on the compute stream.
+double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng) {
+  Tensor a = RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng);
+  Tensor b = RandomTensor(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng);
+  Tensor c = RandomTensor({s.m, s.n}, rng);
+  auto gemm = [&](int) { ops::Gemm(a, s.trans_a, b, s.trans_b, c, 1.f, s.beta); };
+  int k = 0;
+  const Timing probe = TimeSteps(3, 1, k, gemm);  // also the warm-up
+  const int iters = static_cast<int>(std::clamp(20.0 / std::max(probe.gpu_ms, 1e-3), 3.0, 2000.0));
+  return TimeSteps(iters, o.repeats, k, gemm).gpu_ms;
+}
+
+double Tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
+
+// The memory ceiling (METHOD.md's second number): a device-to-device copy of
+// `bytes`, counting bytes read plus bytes written.
+double CopyGBps(int64_t bytes, const Options& o) {
+  const int64_t n = bytes / 4;
+  Tensor src = Tensor::Empty({n}, kDevice), dst = Tensor::Empty({n}, kDevice);
+  ops::Fill(src, 1.f);
+  int k = 0;
+  const double ms = TimeSteps(10, o.repeats, k, [&](int) { dst.CopyFrom(src); }).gpu_ms;
+  return 2.0 * static_cast<double>(n) * 4 / (ms * 1e-3) / 1e9;
+}
+
+class GemmTimer {
+ public:
+  explicit GemmTimer(const Options& o) : options_(o), rng_(o.seed + 7) {}
+
+  double Ms(const GemmShape& s) {
+    auto it = cache_.find(s);
+    if (it != cache_.end()) return it->second;
+    const double ms = TimeGemmMs(s, options_, rng_);
+    cache_[s] = ms;
+    return ms;
+  }
+
+ private:
+  const Options& options_;
+  Rng rng_;
+  std::map<GemmShape, double> cache_;
+};
+
+struct GemmSum {
+  double all_ms = 0;        // every GEMM the step issues
+  double first_dx_ms = 0;   // the first layer's input gradient (not needed)
+};
+
+// The three GEMMs of each Linear layer, as layers/linear.cc issues them:
+//   forward  y[B,out]  = x[B,in] W[out,in]^T
+//   dW       dW[out,in] += dz[B,out]^T x[B,in]        (beta 1: accumulates)
+//   dx       dx[B,in]  = dz[B,out] W[out,in]
+GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
+                   std::ostream& out) {
+  GemmSum sum;
+  for (size_t l = 0; l + 1 < spec.sizes.size(); ++l) {
+    const int64_t in = spec.sizes[l], outf = spec.sizes[l + 1];
+    const struct {
+      const char* kind;
+      GemmShape shape;
+    } gemms[] = {
+        {"fwd", {batch, outf, in, false, true, 0.f}},
+        {"dW", {outf, in, batch, true, false, 1.f}},
+        {"dx", {batch, in, outf, false, false, 0.f}},
+    };
+    for (const auto& g : gemms) {
+      const double ms = timer.Ms(g.shape);
+      sum.all_ms += ms;
+      if (l == 0 && std::string(g.kind) == "dx") sum.first_dx_ms = ms;
+      bench::Row row("gemm");
+      row.Add("bench", "gpu_step").Add("model", spec.name).Add("batch", batch)
+          .Add("layer", "fc" + std::to_string(l + 1)).Add("kind", g.kind)
+          .Add("m", g.shape.m).Add("n", g.shape.n).Add("k", g.shape.k)
+          .Add("ms", ms, 4)
+          .Add("tflops", Tflops(2.0 * g.shape.m * g.shape.n * g.shape.k, ms), 2);
+      out << row.KeyValues() << "\n";
+    }
+  }
+  return sum;
+}
+
+// ---------------------------------------------------------------------------
+// One model at one batch size.
+
+// Kernel launches plus cuBLAS calls one eager step issues (layers/*.cc,
+// core/cuda/kernels.cu): ZeroGrad fills each parameter's gradient; each
+// Linear runs a GEMM and a bias(+activation) kernel forward, and
+// [activation backward,] dW GEMM, bias ColumnSums, dx GEMM backward; MSE is a
+// partial-sum kernel plus a final sum; SGD is one kernel per parameter.
+int TandemCallsPerStep(const ModelSpec& spec) {
+  const int layers = static_cast<int>(spec.sizes.size()) - 1;
+  const int params = 2 * layers;
+  const int hidden = layers - 1;  // layers with a fused ReLU
+  return params + 2 * layers + 2 + (3 * layers + hidden) + params;
+}
+
+double Norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+// K eager steps vs 3 eager steps + (K - 3) graph replays, from the same
+// seed on the same data: the parameters must agree. Returns the check row.
+bench::Row CheckGraph(const ModelSpec& spec, int64_t batch, const Batches& data,
+                      const Options& o) {
+  const int warm = 3;
+  const int k_steps = std::max(o.check_steps, warm + 2 * o.sets);
+  std::vector<float> eager, graphed;
+  float eager_loss = 0, graph_loss = 0;
+  {
+    Trainer t(spec, o);
+    Tensor loss;
+    for (int k = 0; k < k_steps; ++k) loss = t.Step(data.x[k % o.sets], data.y[k % o.sets]);
+    eager_loss = loss.Item();
+    eager = t.FlatParameters();
+  }
+  {
+    Trainer t(spec, o);
+    for (int k = 0; k < warm; ++k) t.Step(data.x[k % o.sets], data.y[k % o.sets]);
+    StepGraphs g = CaptureSteps(t, data);
+    int last = 0;
+    for (int k = warm; k < k_steps; ++k) {
+      last = k % o.sets;
+      g.graphs[last]->Launch(Stream());
+    }
+    graph_loss = g.losses[last].Item();
+    graphed = t.FlatParameters();
+  }
+  TANDEM_CHECK(eager.size() == graphed.size()) << "parameter counts differ";
+  std::vector<float> diff(eager.size());
+  double max_abs = 0;
+  bool bitwise = true;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    diff[i] = graphed[i] - eager[i];
+    max_abs = std::max(max_abs, static_cast<double>(std::fabs(diff[i])));
+    bitwise = bitwise && graphed[i] == eager[i];
+  }
+  const double rel = Norm(diff) / Norm(eager);
+  const bool pass = std::isfinite(rel) && rel <= 1e-5 && std::isfinite(graph_loss);
+  bench::Row row("check");
+  row.Add("bench", "gpu_step").Add("model", spec.name).Add("batch", batch)
+      .Add("what", "graph_vs_eager_parameters").Add("steps", k_steps)
+      .Add("rel_l2", bench::Fixed(rel, 9)).Add("max_abs", bench::Fixed(max_abs, 9))
+      .Add("bitwise", bitwise ? "yes" : "no")
+      .Add("loss_eager", eager_loss, 6).Add("loss_graph", graph_loss, 6)
+      .Add("status", pass ? "PASS" : "FAIL");
+  return row;
+}
+
+std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Options& o,
+                                 double sgemm_tflops, GemmTimer& timer, bool& checks_ok) {
+  std::vector<bench::Row> rows;
+  const Batches data = MakeBatches(spec, batch, o.sets, o.seed);
+  Trainer trainer(spec, o);
+  const int64_t params = ParameterCount(trainer.model());
+  const double flops = 6.0 * static_cast<double>(params) * batch;
+
+  int k = 0;
+  Tensor loss;
+  auto eager_step = [&](int i) { loss = trainer.Step(data.x[i % o.sets], data.y[i % o.sets]); };
+  for (int i = 0; i < o.warmup; ++i) eager_step(k++);
+  const Timing probe = TimeSteps(3, 1, k, eager_step);
+  const int steps = StepsFor(o, probe.gpu_ms);
+
+  GemmSum gemms;
+  if (o.gemm) gemms = ModelGemms(spec, batch, timer, std::cout);
+
+  auto report = [&](const std::string& mode, const Timing& t, int64_t mallocs, int nodes,
+                    int kernels, float loss_value) {
+    bench::Row row;
+    row.Add("bench", "gpu_step").Add("impl", "tandem").Add("model", spec.name)
+        .Add("batch", batch).Add("mode", mode).Add("params", params)
+        .Add("tf32", o.tf32 ? 1 : 0).Add("steps", t.steps).Add("repeats", o.repeats)
+        .Add("step_ms", t.gpu_ms, 4)
+        .Add("samples_per_s", batch / (t.gpu_ms * 1e-3), 0)
+        .Add("tflops", Tflops(flops, t.gpu_ms), 2);
+    if (sgemm_tflops > 0) {
+      row.Add("sgemm_tflops", sgemm_tflops, 2)
+          .Add("pct_sgemm", 100.0 * Tflops(flops, t.gpu_ms) / sgemm_tflops, 1);
+    }
+    if (o.gemm) {
+      row.Add("gemm_sum_ms", gemms.all_ms, 4)
+          .Add("gemm_first_dx_ms", gemms.first_dx_ms, 4)
+          .Add("gemm_share", gemms.all_ms / t.gpu_ms, 3);
+    }
+    row.Add("host_ms", t.host_ms, 4).Add("calls_per_step", TandemCallsPerStep(spec));
+    if (nodes >= 0) row.Add("graph_nodes", nodes).Add("graph_kernels", kernels);
+    row.Add("cuda_mallocs_timed", mallocs).Add("loss", loss_value, 5);
+    TANDEM_CHECK(std::isfinite(loss_value))
+        << spec.name << " batch " << batch << " (" << mode << "): loss is not finite";
+    std::cout << row.KeyValues() << std::endl;
+    rows.push_back(row);
+  };
+
+  int64_t mallocs = CudaMallocCount();
+  const Timing eager = TimeSteps(steps, o.repeats, k, eager_step);
+  report("eager", eager, CudaMallocCount() - mallocs, -1, -1, loss.Item());
+
+  if (o.graph) {
+    // A graph failure is reported, and fails the run at the end, but does
+    // not cost the remaining models their eager numbers.
+    try {
+    bench::Row check = CheckGraph(spec, batch, data, o);
+    std::cout << check.KeyValues() << std::endl;
+    checks_ok = checks_ok && check.Get("status") == "PASS";
+    StepGraphs g = CaptureSteps(trainer, data);
+    auto replay = [&](int i) { g.graphs[i % o.sets]->Launch(Stream()); };
+    TimeSteps(std::max(3, 2 * o.sets), 1, k, replay);  // first launches upload each graph
+    mallocs = CudaMallocCount();
+    const Timing graphed = TimeSteps(steps, o.repeats, k, replay);
+    const int64_t graph_mallocs = CudaMallocCount() - mallocs;
+    report("graph", graphed, graph_mallocs, g.graphs[0]->nodes(), g.graphs[0]->kernel_nodes(),
+           g.losses[(k - 1) % o.sets].Item());
+    } catch (const std::exception& e) {
+      std::cout << "graph model=" << spec.name << " batch=" << batch
+                << " status=FAIL reason=\"" << e.what() << "\"" << std::endl;
+      checks_ok = false;
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  using namespace tandem;
+  Options o;
+  std::string model = "all", batches;
+  CLI::App app{"Tandem: single-GPU MLP training step vs the cuBLAS SGEMM rate"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", model, "large, small or all");
+  app.add_option("--batch", batches,
+                 "batch sizes, comma-separated (default: large 512,4096; small 256)");
+  app.add_option("--steps", o.steps, "timed steps per run (0: about --target_ms per run)");
+  app.add_option("--target_ms", o.target_ms, "run length when --steps=0");
+  app.add_option("--warmup", o.warmup, "untimed steps first (at least 3)");
+  app.add_option("--repeats", o.repeats, "timed runs; the median is reported");
+  app.add_option("--sets", o.sets, "distinct input batches, used in turn");
+  app.add_flag("--graph", o.graph, "also time CUDA-graph replays of the step (checked first)");
+  app.add_option("--check_steps", o.check_steps, "steps of the graph-vs-eager check");
+  app.add_flag("--tf32", o.tf32, "let cuBLAS use TF32 tensor cores (default: full fp32)");
+  app.add_flag("!--no_gemm", o.gemm, "skip the GEMM-alone measurements");
+  app.add_option("--sgemm_size", o.sgemm_size, "size of the square reference SGEMM");
+  app.add_option("--lr", o.lr, "SGD learning rate");
+  app.add_option("--seed", o.seed, "seed for weights and data");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    TANDEM_CHECK(model == "large" || model == "small" || model == "all")
+        << "--model must be large, small or all, got '" << model << "'";
+    TANDEM_CHECK(o.warmup >= 3) << "--warmup must be at least 3 (the allocator's "
+                                   "cache must be warm before a graph capture), got "
+                                << o.warmup;
+    TANDEM_CHECK(o.repeats >= 1 && o.sets >= 1 && o.steps >= 0)
+        << "--repeats and --sets must be at least 1 and --steps not negative";
+    TANDEM_CHECK(CudaDeviceCount() > 0) << "gpu_step_bench needs a GPU: "
+                                        << CudaUnavailableReason();
+    cuda::SetCurrentDevice(0);
+    cuda::SetAllowTf32(o.tf32);
+    std::cout << "device: " << GetBackend(kDevice).Describe() << "\n"
+              << "tf32: " << (o.tf32 ? "on" : "off") << std::endl;
+
+    std::vector<ModelSpec> specs;
+    if (model != "small") specs.push_back(LargeModel());
+    if (model != "large") specs.push_back(SmallModel());
+
+    GemmTimer timer(o);
+    double sgemm_tflops = 0, copy_gbps = 0;
+    if (o.gemm) {
+      const int64_t s = o.sgemm_size;
+      const double ms = timer.Ms({s, s, s, false, false, 0.f});
+      sgemm_tflops = Tflops(2.0 * s * s * s, ms);
+      bench::Row row("gemm");
+      row.Add("bench", "gpu_step").Add("name", "sgemm_" + std::to_string(s))
+          .Add("m", s).Add("n", s).Add("k", s).Add("tf32", o.tf32 ? 1 : 0)
+          .Add("ms", ms, 4).Add("tflops", sgemm_tflops, 2);
+      std::cout << row.KeyValues() << std::endl;
+      const int64_t copy_bytes = int64_t{1} << 30;
+      copy_gbps = CopyGBps(copy_bytes, o);
+      bench::Row copy("copy");
+      copy.Add("bench", "gpu_step").Add("name", "d2d_1GiB").Add("bytes", copy_bytes)
+          .Add("GBps_read_plus_write", copy_gbps, 0);
+      std::cout << copy.KeyValues() << std::endl;
+    }
+
+    std::vector<bench::Row> rows;
+    bool checks_ok = true;
+    for (const ModelSpec& spec : specs) {
+      const std::vector<int64_t> list =
+          batches.empty() ? spec.default_batches : bench::ParseIntList(batches, "--batch");
+      for (int64_t batch : list) {
+        for (bench::Row& row : RunModel(spec, batch, o, sgemm_tflops, timer, checks_ok)) {
+          rows.push_back(row);
+        }
+      }
+    }
+    std::cout << "\n";
+    bench::PrintTable(rows,
+                      {"model", "batch", "mode", "step_ms", "samples_per_s", "tflops",
+                       "pct_sgemm", "gemm_sum_ms", "gemm_share", "host_ms", "graph_kernels"},
+                      std::cout);
+    if (o.gemm) {
+      std::cout << "sgemm " << o.sgemm_size << "^3: " << bench::Fixed(sgemm_tflops, 2)
+                << " TFLOP/s (" << (o.tf32 ? "tf32" : "fp32") << "); device-to-device copy "
+                << bench::Fixed(copy_gbps, 0) << " GB/s (read + write)\n";
+    }
+    if (!checks_ok) {
+      std::cerr << "error: a graph-vs-eager check failed (see the check lines)" << std::endl;
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

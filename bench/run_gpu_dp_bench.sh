@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On the 2-GPU machine: Tandem's data-parallel step (threads and MPI modes,
+# overlap on and off) next to PyTorch DDP, 1 and 2 GPUs, in one session; then
+# bucketed vs raw all-reduce. Binaries from .device (tools/device/bundle.sh).
+#   bash .device/run_gpu_dp_bench.sh
+set -u
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+here=$(cd "$(dirname "$0")" && pwd)
+[ -d "$here/bin" ] || bash "$here/unpack.sh"
+bin=$here/bin/bench__gpu_dp_bench
+py=$here/torch_ddp.py
+mpi="mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE"
+torchrun="python3 -m torch.distributed.run --nproc_per_node=2"
+for cfg in "large 512" "large 4096" "small 256"; do
+  set -- $cfg
+  m=$1 b=$2
+  # About 100 ms of work per timed run.
+  steps=30; [ "$b" = 4096 ] && steps=8; [ "$m" = small ] && steps=300
+  common="--model=$m --batch=$b --steps=$steps --repeats=5"
+  echo "== $m batch $b per GPU"
+  timeout 60 "$bin" $common --workers=1 | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=2 | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=2 --no_overlap | sed 's/^/tandem threads /'
+  timeout 60 $mpi "$bin" $common --mode=mpi | sed 's/^/tandem mpi /'
+  timeout 90 python3 "$py" $common
+  timeout 90 $torchrun "$py" $common 2>&1 | grep dp_step
+done
+echo "== all-reduce of the whole gradient: bucketed vs one raw call"
+for mb in 4 25 50 100; do
+  timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb
+done
+echo "== large batch 512, bucket sweep"
+for mb in 4 50 100; do
+  timeout 60 "$bin" --model=large --batch=512 --steps=30 --workers=2 --bucket_mb=$mb | sed 's/^/tandem threads /'
+done

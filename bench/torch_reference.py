@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""PyTorch reference for bench/gpu_step_bench.cc: the same training step.
+
+    python3 bench/torch_reference.py --model=all
+    python3 bench/torch_reference.py --model=large --batch=4096 --steps=20
+
+Models, as gpu_step_bench builds them:
+  large: 1024 -> 4x4096 -> 1024 (58.7 M parameters), batches 512 and 4096;
+  small: 784 -> 1024 -> 1024 -> 10 (1.86 M parameters), batch 256.
+nn.Sequential of nn.Linear with nn.ReLU after each hidden layer, nn.MSELoss
+(mean over all elements) against N(0, 1) targets (large) or one-hot rows of
+random classes (small), torch.optim.SGD(lr=1e-3) with no momentum. Inputs are
+N(0, 1), --sets distinct batches used in turn. fp32 with TF32 off (unless
+--tf32). A step is what a PyTorch training loop does by default:
+
+    opt.zero_grad()            # set_to_none=True, PyTorch's default
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()                 # foreach implementation, PyTorch's default on CUDA
+
+Timing: --warmup steps, then --repeats runs of --steps steps between two
+torch.cuda.Event records; step_ms is the median run's time per step. Also
+times torch.mm at 8192^3 (the SGEMM rate in this process). Prints "gemm" and
+"result" key=value lines like gpu_step_bench, then a table.
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+MODELS = {
+    # name: (sizes, one_hot_targets, default batches)
+    "large": ([1024, 4096, 4096, 4096, 4096, 1024], False, [512, 4096]),
+    "small": ([784, 1024, 1024, 10], True, [256]),
+}
+
+
+def build_model(sizes, device):
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i + 2 < len(sizes):
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers).to(device)
+
+
+def make_batches(sizes, one_hot, batch, sets, device, generator):
+    xs, ys = [], []
+    for _ in range(sets):
+        xs.append(torch.randn(batch, sizes[0], device=device, generator=generator))
+        if one_hot:
+            labels = torch.randint(0, sizes[-1], (batch,), device=device, generator=generator)
+            ys.append(nn.functional.one_hot(labels, sizes[-1]).float())
+        else:
+            ys.append(torch.randn(batch, sizes[-1], device=device, generator=generator))
+    return xs, ys
+
+
+def time_runs(fn, steps, repeats, counter):
+    """Median over `repeats` runs of the per-call time (ms) of `steps` calls."""
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    gpu, host = [], []
+    for _ in range(repeats):
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            fn(counter[0])
+            counter[0] += 1
+        host.append((time.perf_counter() - t0) * 1e3 / steps)
+        stop.record()
+        stop.synchronize()
+        gpu.append(start.elapsed_time(stop) / steps)
+    return statistics.median(gpu), statistics.median(host)
+
+
+def steps_for(args, step_ms):
+    if args.steps > 0:
+        return args.steps
+    return int(min(max(args.target_ms / max(step_ms, 1e-3), 10), 2000))
+
+
+def sgemm_tflops(size, device, repeats):
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    c = torch.empty(size, size, device=device)
+    counter = [0]
+    fn = lambda _: torch.mm(a, b, out=c)
+    probe, _ = time_runs(fn, 3, 1, counter)
+    iters = int(min(max(20.0 / max(probe, 1e-3), 3), 2000))
+    ms, _ = time_runs(fn, iters, repeats, counter)
+    return ms, 2.0 * size ** 3 / (ms * 1e-3) / 1e12
+
+
+def run_model(name, batch, args, device, sgemm):
+    sizes, one_hot, _ = MODELS[name]
+    torch.manual_seed(args.seed)
+    model = build_model(sizes, device)
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    loss_fn = nn.MSELoss()
+    gen = torch.Generator(device=device)
+    gen.manual_seed(args.seed + 1)
+    xs, ys = make_batches(sizes, one_hot, batch, args.sets, device, gen)
+    last = {}
+
+    def step(i):
+        opt.zero_grad()
+        loss = loss_fn(model(xs[i % args.sets]), ys[i % args.sets])
+        loss.backward()
+        opt.step()
+        last["loss"] = loss
+
+    counter = [0]
+    for _ in range(args.warmup):
+        step(counter[0])
+        counter[0] += 1
+    probe, _ = time_runs(step, 3, 1, counter)
+    steps = steps_for(args, probe)
+    step_ms, host_ms = time_runs(step, steps, args.repeats, counter)
+    loss = last["loss"].item()
+    if loss != loss or abs(loss) == float("inf"):
+        sys.exit(f"error: {name} batch {batch}: loss is not finite")
+    flops = 6.0 * params * batch
+    tflops = flops / (step_ms * 1e-3) / 1e12
+    row = {
+        "bench": "gpu_step", "impl": "torch", "model": name, "batch": batch,
+        "mode": "eager", "params": params, "tf32": int(args.tf32), "steps": steps,
+        "repeats": args.repeats, "step_ms": f"{step_ms:.4f}",
+        "samples_per_s": f"{batch / (step_ms * 1e-3):.0f}", "tflops": f"{tflops:.2f}",
+    }
+    if sgemm:
+        row["sgemm_tflops"] = f"{sgemm:.2f}"
+        row["pct_sgemm"] = f"{100.0 * tflops / sgemm:.1f}"
+    row["host_ms"] = f"{host_ms:.4f}"
+    row["loss"] = f"{loss:.5f}"
+    print("result " + " ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="all", choices=["large", "small", "all"])
+    parser.add_argument("--batch", default="",
+                        help="batch sizes, comma-separated (default: large 512,4096; small 256)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="timed steps per run (0: about --target_ms per run)")
+    parser.add_argument("--target_ms", type=float, default=200.0)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sets", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--sgemm_size", type=int, default=8192)
+    parser.add_argument("--no_gemm", action="store_true")
+    args = parser.parse_args()
+
+    if not torch.cuda.is_available():
+        sys.exit("error: torch_reference.py needs a GPU (torch.cuda.is_available() is False)")
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.set_float32_matmul_precision("high" if args.tf32 else "highest")
+    device = torch.device("cuda", 0)
+    props = torch.cuda.get_device_properties(device)
+    print(f"device: {props.name}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+          f"cuBLAS via torch; tf32: {'on' if args.tf32 else 'off'}", flush=True)
+
+    sgemm = 0.0
+    if not args.no_gemm:
+        ms, sgemm = sgemm_tflops(args.sgemm_size, device, args.repeats)
+        s = args.sgemm_size
+        print(f"gemm bench=gpu_step impl=torch name=sgemm_{s} m={s} n={s} k={s} "
+              f"tf32={int(args.tf32)} ms={ms:.4f} tflops={sgemm:.2f}", flush=True)
+
+    rows = []
+    names = ["large", "small"] if args.model == "all" else [args.model]
+    for name in names:
+        batches = ([int(b) for b in args.batch.split(",") if b]
+                   if args.batch else MODELS[name][2])
+        for batch in batches:
+            rows.append(run_model(name, batch, args, device, sgemm))
+            torch.cuda.empty_cache()
+
+    cols = ["model", "batch", "mode", "step_ms", "samples_per_s", "tflops", "pct_sgemm",
+            "host_ms"]
+    widths = [max(len(c), *(len(str(r.get(c, "-"))) for r in rows)) for c in cols]
+    print()
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for r in rows:
+        print("  ".join(str(r.get(c, "-")).rjust(w) for c, w in zip(cols, widths)))
+
+
+if __name__ == "__main__":
+    main()
