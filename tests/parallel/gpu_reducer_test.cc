@@ -103,6 +103,8 @@ TEST_F(GpuReducerTest, StepNeverWaitsOnTheHost) {
     // The counter is process-wide: both workers' steps are in this window.
     w.comm.Barrier();
     waits[w.rank] = cuda::HostWaitCount() - before;
+    // Nobody synchronises until every worker has read the counter.
+    w.comm.Barrier();
     GetBackend(w.device).Synchronize();
   });
   std::cout << "host waits during 5 steps on 2 GPUs: " << waits[0] << ", " << waits[1] << "\n";

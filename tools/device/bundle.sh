@@ -4,6 +4,7 @@
 # machine, which has no Bazel. See ../shared/docs/gpu-machine.md.
 #   tools/device/bundle.sh [--data] [extra bazel targets...]
 set -euo pipefail
+export LC_ALL=C
 cd "$(dirname "$0")/../.."
 with_data=0
 if [ "${1:-}" = "--data" ]; then with_data=1; shift; fi
@@ -19,9 +20,15 @@ for t in $targets; do
   out=.device/bin/$(echo "$pkg" | tr / _)__$name
   cp "$src" "$out" && chmod u+w "$out" && strip -s "$out"
 done
-cp tools/device/run_tests.sh .device/
+[ -n "$(ls .device/bin)" ] || { echo "bundle: no binaries were built" >&2; exit 1; }
+cp tools/device/run_tests.sh tools/device/run_examples.sh .device/
+cp bench/*.sh .device/ 2>/dev/null || true
 cp -r bench/*.py .device/ 2>/dev/null || true
 if [ $with_data = 1 ]; then
   mkdir -p .device/data && cp /usr/share/datasets/fashion-mnist/*.gz .device/data/
 fi
+# The binaries share most of their bytes (the CUDA kernels' fat binary):
+# compressed together they travel well under the 64 MiB limit.
+tar -C .device -cJf .device/bin.tar.xz bin && rm -rf .device/bin
+cp tools/device/unpack.sh .device/
 du -sh .device
