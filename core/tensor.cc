@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <cstdint>
 #include <sstream>
 
 #include "core/backend.h"
@@ -25,9 +26,19 @@ std::string ShapeToString(const Shape& shape) {
 }
 
 namespace {
+// Dimensions are non-negative and their product, in bytes, fits a size_t:
+// NumElements then cannot overflow (signed overflow would be undefined).
 void CheckShape(const Shape& shape) {
+  constexpr uint64_t kMaxElements = SIZE_MAX / sizeof(float);
+  uint64_t elements = 1;
   for (int64_t d : shape) {
     TANDEM_CHECK(d >= 0) << "negative dimension in shape " << ShapeToString(shape);
+    if (d == 0) return;  // an empty tensor, whatever the other dimensions
+  }
+  for (int64_t d : shape) {
+    TANDEM_CHECK(static_cast<uint64_t>(d) <= kMaxElements / elements)
+        << "shape " << ShapeToString(shape) << " has too many elements";
+    elements *= static_cast<uint64_t>(d);
   }
 }
 }  // namespace

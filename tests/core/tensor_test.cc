@@ -78,6 +78,11 @@ TEST_P(TensorTest, ErrorsNameTheShapes) {
   EXPECT_THROW(Tensor().data(), Error);
 }
 
+TEST_P(TensorTest, OverflowingShapeIsAnError) {
+  EXPECT_THROW(Tensor::Empty({int64_t{1} << 40, int64_t{1} << 40}, device()), Error);
+  EXPECT_THROW(Tensor::Zeros({4, -1}, device()), Error);
+}
+
 TEST_P(TensorTest, EmptyTensorsWork) {
   Tensor t = Tensor::Zeros({0, 4}, device());
   EXPECT_EQ(t.numel(), 0);
