@@ -55,6 +55,13 @@ int main(int argc, char** argv) {
   app.add_option("--trace", config.trace_path,
                  "write a Chrome trace (chrome://tracing, Perfetto) of a few steps");
   app.add_option("--trace_steps", config.trace_steps, "how many steps --trace records");
+  app.add_option("--checkpoint_dir", config.checkpoint_dir,
+                 "directory for checkpoint.tnd (rank 0 writes it atomically)");
+  app.add_option("--checkpoint_every", config.checkpoint_every,
+                 "save every N steps (0: only at the end)");
+  app.add_flag("--resume", config.resume,
+               "continue from --checkpoint_dir's checkpoint, if there is one");
+  app.add_option("--max_steps", config.max_steps, "stop after N steps in all (0: no limit)");
   app.add_flag("--skip_nonfinite", config.skip_nonfinite,
                "skip steps whose loss is NaN/Inf instead of stopping");
   CLI11_PARSE(app, argc, argv);

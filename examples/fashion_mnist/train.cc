@@ -18,9 +18,11 @@
 #include "core/report/svg_plot.h"
 #include "examples/fashion_mnist/step_tracer.h"
 #include "core/rng.h"
+#include "layers/checkpoint.h"
 #include "layers/loss.h"
 #include "layers/lr_schedule.h"
 #include "layers/mlp.h"
+#include "parallel/checkpointer.h"
 #include "parallel/reducer.h"
 #include "parallel/sharding.h"
 
@@ -65,7 +67,18 @@ void Validate(const TrainConfig& c) {
   ParseActivation(c.activation);
   ParseLrSchedule(c.lr_schedule);
   ValidateOptimizerConfig(c.optimizer);
+  TANDEM_CHECK(c.checkpoint_every >= 0)
+      << "--checkpoint_every must not be negative, got " << c.checkpoint_every;
+  TANDEM_CHECK(!c.resume || !c.checkpoint_dir.empty())
+      << "--resume needs --checkpoint_dir";
+  TANDEM_CHECK(c.checkpoint_every == 0 || !c.checkpoint_dir.empty())
+      << "--checkpoint_every needs --checkpoint_dir";
+  TANDEM_CHECK(c.max_steps >= 0) << "--max_steps must not be negative, got " << c.max_steps;
 }
+
+// What a checkpoint must match to be resumed by this configuration: the
+// data order and the meaning of its position depend on them.
+constexpr char kRunKey[] = "run.seed_batch_examples";
 
 // Accuracy of rank's shard of `data`, summed over workers.
 double Evaluate(Sequential& model, const data::Dataset& data, Worker& worker) {
@@ -129,6 +142,50 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
     auto optimizer = MakeOptimizer(config.optimizer, model->Parameters());
     SoftmaxCrossEntropyLoss loss;
 
+    // Resume: every rank reads the file itself; Restore checks everything
+    // before changing anything. See Note [Resuming with another worker
+    // count] in parallel/checkpointer.cc.
+    int start_epoch = 0;
+    int64_t start_batch = 0;
+    const std::vector<uint64_t> run_key = {config.seed, static_cast<uint64_t>(config.batch_size),
+                                           static_cast<uint64_t>(train.size())};
+    if (config.resume) {
+      std::optional<CheckpointState> state = LoadLatestCheckpoint(config.checkpoint_dir);
+      if (state) {
+        auto key = state->extra_u64.find(kRunKey);
+        TANDEM_CHECK(key != state->extra_u64.end() && key->second == run_key)
+            << CheckpointPath(config.checkpoint_dir)
+            << " was saved by a run with another --seed, --batch_size or training set "
+               "(--max_train); resuming would change the data order";
+        CheckpointState model_state = *state;
+        model_state.extra_u64.erase(kRunKey);
+        Restore(model_state, *model, *optimizer);
+        start_epoch = static_cast<int>(state->epoch);
+        start_batch = state->batch_in_epoch;
+        if (root && !config.quiet) {
+          log << "resumed from " << CheckpointPath(config.checkpoint_dir) << " at step "
+              << optimizer->steps() << " (epoch " << start_epoch + 1 << ", batch "
+              << start_batch << ")\n";
+        }
+      } else if (root && !config.quiet) {
+        log << "no checkpoint in " << config.checkpoint_dir << ": starting afresh\n";
+      }
+    }
+    auto save = [&](int64_t epoch, int64_t batch_in_epoch) {
+      CheckpointState state;
+      if (root) {
+        TrainingProgress progress;
+        progress.epoch = epoch;
+        progress.batch_in_epoch = batch_in_epoch;
+        progress.seed = config.seed;
+        state = Capture(*model, *optimizer, progress);
+        state.extra_u64[kRunKey] = run_key;
+      }
+      // Collective: every rank calls it at the same step; rank 0 writes.
+      SaveCheckpoint(worker.comm, config.checkpoint_dir, state);
+    };
+    bool stop = false;
+
     if (root && !config.quiet) {
       log << "model: " << model->Describe() << " (" << ParameterCount(*model)
           << " parameters), " << reducer.num_buckets() << " gradient bucket(s)\n"
@@ -161,11 +218,12 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
         (train.size() + config.batch_size - 1) / config.batch_size;
     const int64_t total_steps = steps_per_epoch * config.epochs;
 
-    for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    for (int epoch = start_epoch; epoch < config.epochs && !stop; ++epoch) {
       const auto epoch_start = Clock::now();
       data::BatchIterator batches(
           data::EpochOrder(train.size(), config.seed, epoch, /*shuffle=*/true),
           config.batch_size);
+      if (epoch == start_epoch) batches.Seek(start_batch);
       ops::Fill(loss_sum, 0.f);
       ops::Fill(correct_sum, 0.f);
       double comm_wait = 0.0;
@@ -177,7 +235,10 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
                     batches.num_batches(), IsTerminal(log));
       }
       double running_loss = NAN;
+      int64_t steps_this_epoch = 0, examples_this_epoch = 0;
       while (batches.Next(batch)) {
+        ++steps_this_epoch;
+        examples_this_epoch += static_cast<int64_t>(batch.size());
         const std::vector<int64_t> shard = ShardIndices(batch, worker.rank, worker.size);
         const int64_t n = static_cast<int64_t>(shard.size());
         Tensor x = x_buffer.Slice(0, n);
@@ -214,6 +275,14 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
         if (traced) tracer->BackwardDone();
         optimizer->Step();
         if (traced) tracer->End();
+        if (config.checkpoint_every > 0 &&
+            optimizer->steps() % config.checkpoint_every == 0) {
+          save(epoch, batches.position());
+        }
+        if (config.max_steps > 0 && optimizer->steps() >= config.max_steps) {
+          stop = true;
+          break;
+        }
         comm_wait += reducer.last_comm_wait_seconds();
         ops::CountCorrect(logits, y, correct);
         ops::Axpy(1.f, correct, correct_sum);
@@ -232,14 +301,15 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
       // [loss, correct]: sums over ranks give the epoch's global figures.
       float totals[2] = {loss_sum.Item(), correct_sum.Item()};
       worker.comm.AllReduce(totals, 2, ReduceOp::kSum);
-      const int64_t counted = batches.num_batches() - skipped;
+      const int64_t counted = steps_this_epoch - skipped;
       const double mean_loss = counted > 0 ? totals[0] / counted : NAN;
       EpochStats stats;
       stats.epoch = epoch + 1;
       stats.loss = mean_loss;
-      stats.train_accuracy = totals[1] / static_cast<double>(train.size());
+      // Over the examples this run saw (a resumed or stopped epoch is partial).
+      stats.train_accuracy = totals[1] / std::max<double>(1.0, examples_this_epoch);
       stats.test_accuracy = Evaluate(*model, test, worker);
-      stats.samples_per_second = train.size() / train_seconds;
+      stats.samples_per_second = examples_this_epoch / train_seconds;
       stats.comm_wait_seconds = comm_wait;
       stats.skipped_steps = skipped;
       if (root) {
@@ -279,6 +349,7 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
         result.epochs.push_back(stats);
       }
     }
+    if (!config.checkpoint_dir.empty() && !stop) save(config.epochs, 0);
     if (root) {
       std::lock_guard<std::mutex> lock(result_mutex);
       for (Parameter& p : model->Parameters()) {

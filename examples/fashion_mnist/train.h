@@ -44,6 +44,13 @@ struct TrainConfig {
   std::string plot_path;         // --plot: SVG of loss and accuracy curves
   std::string trace_path;        // --trace: Chrome trace of a few steps
   int trace_steps = 5;           // steps traced, from the second step on
+  // Checkpoints: rank 0 saves checkpoint_dir/checkpoint.tnd every
+  // checkpoint_every steps (0: never) and at the end; resume continues from
+  // it. See docs/reliability.md.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  int64_t max_steps = 0;         // stop after this many steps in all (0: no limit)
 };
 
 struct EpochStats {

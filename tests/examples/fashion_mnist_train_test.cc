@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -57,6 +58,76 @@ TEST(FashionMnistTrainTest, WorkerCountDoesNotChangeTheResult) {
   EXPECT_LT(worst, 1e-4);
 }
 
+// Interrupt a run at step 7 (checkpoint there), resume it, and compare with
+// a run that was never interrupted: bitwise equal (CPU, threads mode).
+TrainResult Interrupted(TrainConfig c, const std::string& dir, int resume_workers) {
+  std::ostringstream log;
+  c.checkpoint_dir = dir;
+  c.checkpoint_every = 7;
+  c.max_steps = 7;
+  TrainFashionMnist(c, log);
+  c.max_steps = 0;
+  c.resume = true;
+  c.quiet = false;  // for the "resumed from" line
+  c.launch.workers = resume_workers;
+  const TrainResult r = TrainFashionMnist(c, log);
+  EXPECT_NE(log.str().find("resumed from " + dir + "/checkpoint.tnd at step 7"),
+            std::string::npos)
+      << log.str();
+  return r;
+}
+
+TEST(FashionMnistTrainTest, ResumeIsBitwiseEqualToAnUninterruptedRun) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainConfig c = Small();
+  c.max_train = 600;   // 12 steps an epoch at batch 50
+  c.launch.workers = 2;
+  std::ostringstream log;
+  const TrainResult whole = TrainFashionMnist(c, log);
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/resume_same";
+  const TrainResult resumed = Interrupted(c, dir, 2);
+  ASSERT_EQ(whole.parameters.size(), resumed.parameters.size());
+  EXPECT_EQ(0, std::memcmp(whole.parameters.data(), resumed.parameters.data(),
+                           whole.parameters.size() * sizeof(float)));
+}
+
+TEST(FashionMnistTrainTest, ResumeWithAnotherWorkerCount) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainConfig c = Small();
+  c.max_train = 600;
+  c.launch.workers = 2;
+  std::ostringstream log;
+  const TrainResult whole = TrainFashionMnist(c, log);
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/resume_other";
+  const TrainResult resumed = Interrupted(c, dir, 3);
+  double worst = 0;
+  for (size_t i = 0; i < whole.parameters.size(); ++i) {
+    worst = std::max(worst, std::abs(double(whole.parameters[i]) - resumed.parameters[i]));
+  }
+  std::cout << "2 workers, resumed on 3: max |difference| " << worst << "\n";
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST(FashionMnistTrainTest, ResumeRefusesAnotherRunsCheckpoint) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainConfig c = Small();
+  c.max_train = 600;
+  c.epochs = 1;
+  c.checkpoint_dir = std::string(getenv("TEST_TMPDIR")) + "/resume_refuse";
+  std::ostringstream log;
+  TrainFashionMnist(c, log);
+  c.resume = true;
+  c.batch_size = 60;
+  try {
+    TrainFashionMnist(c, log);
+    FAIL() << "resumed another run's checkpoint";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another --seed, --batch_size or training set"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 std::string ErrorOf(TrainConfig c) {
   try {
     std::ostringstream log;
@@ -81,6 +152,9 @@ TEST(FashionMnistTrainTest, BadConfigurationNamesTheFlag) {
   c = Small();
   c.optimizer.name = "adagrad";
   EXPECT_NE(ErrorOf(c).find("--optimizer"), std::string::npos);
+  c = Small();
+  c.resume = true;
+  EXPECT_NE(ErrorOf(c).find("--resume needs --checkpoint_dir"), std::string::npos);
 }
 
 }  // namespace
