@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# On the GPU machine: the Fashion-MNIST example on 1 GPU, on 2 GPUs as
+# threads and as MPI ranks, and on the CPU for reference, with default flags.
+# Needs the data carried (bundle.sh --data). Logs go to $OUT.
+set -u
+cd "$(dirname "$0")"
+bash ./unpack.sh
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+out=${OUT:-/tmp}
+run() {  # name command...
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" > "$out/example_$name.log" 2>&1
+  echo "$name rc=$? wall=$((SECONDS - start))s $(tail -n 1 "$out/example_$name.log")"
+}
+run gpu1 bin/examples__fashion_mnist --data_dir=data --device=cuda --quiet
+run gpu2_threads bin/examples__fashion_mnist --data_dir=data --device=cuda --workers=2 --quiet
+run gpu2_mpi mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+  bin/examples__fashion_mnist --data_dir=data --device=cuda --mode=mpi --quiet
+run gpu2_trace bin/examples__fashion_mnist --data_dir=data --device=cuda --workers=2 \
+  --epochs=1 --trace="$out/trace_gpu2.json" --trace_steps=3 --quiet
