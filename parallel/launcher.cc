@@ -1,5 +1,6 @@
 #include "parallel/launcher.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -46,9 +47,14 @@ class FirstFailure {
   bool aborted_ = false;
 };
 
-void LaunchThreads(int workers, Device device,
+std::chrono::milliseconds TimeoutOf(const LaunchOptions& options) {
+  return std::chrono::milliseconds(static_cast<int64_t>(options.collective_timeout_s * 1000));
+}
+
+void LaunchThreads(int workers, Device device, const LaunchOptions& options,
                    const std::function<void(Worker&)>& fn) {
   ThreadGroup group(workers);
+  group.set_timeout(TimeoutOf(options));
 #ifdef TANDEM_WITH_CUDA
   // Workers on GPUs also get an NCCL rank each (worker i on cuda:i, as in
   // `run`), all created here before any thread starts; see NcclThreadGroup.
@@ -73,7 +79,10 @@ void LaunchThreads(int workers, Device device,
     const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
     Worker worker{rank, workers, mine, group.communicator(rank)};
 #ifdef TANDEM_WITH_CUDA
-    if (nccl) worker.device_comm = &nccl->communicator(rank);
+    if (nccl) {
+      worker.device_comm = &nccl->communicator(rank);
+      nccl->communicator(rank).set_timeout(TimeoutOf(options));
+    }
 #endif
     std::string message;
     try {
@@ -116,7 +125,8 @@ bool StartedByMpiLauncher() {
   return false;
 }
 
-void LaunchMpi(Device device, const std::function<void(Worker&)>& fn) {
+void LaunchMpi(Device device, const LaunchOptions& options,
+               const std::function<void(Worker&)>& fn) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   // Without mpirun, MPI would quietly start a world of one process.
@@ -126,6 +136,7 @@ void LaunchMpi(Device device, const std::function<void(Worker&)>& fn) {
          "use --mode=threads --workers=N";
   MpiRuntime runtime;  // leaves MPI alone if the caller already started it
   MpiCommunicator comm;
+  comm.set_timeout(TimeoutOf(options));
   // One GPU per rank: the node-local rank picks among the visible GPUs.
   const Device mine =
       device.is_cuda() ? Device::Cuda(comm.local_rank() % CudaDeviceCount()) : device;
@@ -141,6 +152,7 @@ void LaunchMpi(Device device, const std::function<void(Worker&)>& fn) {
     if (mine.is_cuda()) {
       // Rank 0 makes the NCCL id and broadcasts it over MPI.
       nccl = NcclCommunicator::Create(comm, mine.index);
+      nccl->set_timeout(TimeoutOf(options));
       worker.device_comm = nccl.get();
     }
 #endif
@@ -163,6 +175,8 @@ void Launch(const LaunchOptions& options,
   TANDEM_CHECK(threads || options.mode == "mpi")
       << "--mode=" << options.mode
       << " is not a launch mode: use --mode=threads or --mode=mpi";
+  TANDEM_CHECK(options.collective_timeout_s > 0)
+      << "--collective_timeout must be positive, got " << options.collective_timeout_s;
   const Device device = ResolveDevice(options.device);
   if (threads) {
     const int workers = options.workers.value_or(1);
@@ -171,12 +185,12 @@ void Launch(const LaunchOptions& options,
     TANDEM_CHECK(device.is_cpu() || workers <= CudaDeviceCount())
         << "--workers=" << workers << " but only " << CudaDeviceCount()
         << " CUDA device(s) are visible (threads mode puts one worker on each GPU)";
-    LaunchThreads(workers, device, fn);
+    LaunchThreads(workers, device, options, fn);
   } else {
     TANDEM_CHECK(!options.workers.has_value())
         << "--workers cannot be used with --mode=mpi; the world size comes "
            "from mpirun (-np)";
-    LaunchMpi(device, fn);
+    LaunchMpi(device, options, fn);
   }
 }
 

@@ -43,6 +43,9 @@ struct LaunchOptions {
   // node-local-rank % GPUs in mpi mode) or "auto" (cuda when a GPU is
   // visible, else cpu).
   std::string device = "cpu";
+  // A collective unfinished after this long fails the run with a message
+  // naming it (threads and NCCL: an error; MPI: MPI_Abort of the job).
+  double collective_timeout_s = 60.0;
 };
 
 struct Worker {

@@ -119,8 +119,29 @@ std::string MpiCommunicator::Context(const char* kind, int64_t count) const {
          " bytes)";
 }
 
+CollectiveWatchdog& MpiCommunicator::watchdog() {
+  // Created on first use, so a communicator that never communicates starts
+  // no thread.
+  if (!watchdog_) {
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        kDefaultTimeout, [this](const std::string& what) {
+          Abort("tandem: collective timeout on rank " + std::to_string(rank_) + ": " + what);
+        });
+  }
+  return *watchdog_;
+}
+
+CollectiveWatchdog::Watch MpiCommunicator::Watch(const char* kind, int64_t count) {
+  return watchdog().Start(Context(kind, count));
+}
+
+void MpiCommunicator::set_timeout(std::chrono::milliseconds timeout) {
+  watchdog().set_timeout(timeout);
+}
+
 void MpiCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
   ++sequence_;
+  auto watch = Watch("AllReduce", count);
   TANDEM_CHECK(count >= 0) << Context("AllReduce", count);
   for (int64_t offset = 0; offset < count; offset += max_elements_per_call_) {
     const int n =
@@ -138,6 +159,7 @@ void MpiCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
 
 void MpiCommunicator::Broadcast(float* data, int64_t count, int root) {
   ++sequence_;
+  auto watch = Watch("Broadcast", count);
   TANDEM_CHECK(count >= 0) << Context("Broadcast", count);
   TANDEM_CHECK(root >= 0 && root < size_)
       << Context("Broadcast", count) << ": root " << root << " is not a rank";
@@ -151,12 +173,14 @@ void MpiCommunicator::Broadcast(float* data, int64_t count, int root) {
 
 void MpiCommunicator::Barrier() {
   ++sequence_;
+  auto watch = Watch("Barrier", 0);
   MPI_CHECK(MPI_Barrier(comm_)) << Context("Barrier", 0);
 }
 
 void MpiCommunicator::AllGather(const float* send, int64_t count_per_rank,
                                 float* recv) {
   ++sequence_;
+  auto watch = Watch("AllGather", count_per_rank);
   TANDEM_CHECK(count_per_rank >= 0) << Context("AllGather", count_per_rank);
   // MPI forbids overlapping send and receive buffers except via MPI_IN_PLACE.
   const bool in_place = send == recv + rank_ * count_per_rank;

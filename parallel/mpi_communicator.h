@@ -26,8 +26,11 @@
 
 #include <climits>
 #include <cstdint>
+#include <chrono>
+#include <memory>
 #include <string>
 
+#include "parallel/collective_watchdog.h"
 #include "parallel/communicator.h"
 
 namespace tandem {
@@ -92,9 +95,18 @@ class MpiCommunicator final : public Communicator {
   // into several calls. Tests lower it to exercise the split.
   void set_max_elements_per_call(int64_t n);
 
+  // A collective still unfinished after `timeout` ends the job (MPI_Abort)
+  // with a message naming it, its sequence number and its size: MPI cannot
+  // interrupt a collective, so a dead or diverged rank would hang the rest.
+  // Default kDefaultTimeout.
+  static constexpr std::chrono::seconds kDefaultTimeout{60};
+  void set_timeout(std::chrono::milliseconds timeout);
+
  private:
   // Context for errors: "MpiCommunicator(...): AllReduce #3 (4000 bytes)".
   std::string Context(const char* kind, int64_t count) const;
+  CollectiveWatchdog& watchdog();
+  CollectiveWatchdog::Watch Watch(const char* kind, int64_t count);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -102,6 +114,8 @@ class MpiCommunicator final : public Communicator {
   int local_rank_ = 0;
   uint64_t sequence_ = 0;
   int64_t max_elements_per_call_ = INT_MAX;
+  // Aborts the job when a collective hangs (see set_timeout).
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 
 // The rank of this process among those of `comm` that share its node

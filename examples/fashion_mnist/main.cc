@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers,
                  "worker threads in threads mode (default 1); not with --mode=mpi");
   app.add_option("--device", config.launch.device, "cpu");
+  app.add_option("--collective_timeout", config.launch.collective_timeout_s,
+                 "seconds after which a hung collective fails the run (MPI: aborts the job)");
   app.add_option("--bucket_mb", config.bucket_mb, "gradient bucket size in MiB");
   app.add_flag("--no_overlap", [&](int64_t) { config.overlap = false; },
                "all-reduce after backward instead of during it");

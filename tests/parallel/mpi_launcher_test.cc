@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +61,23 @@ int FailOnPurpose(int fail_rank) {
   return 0;  // unreachable when Launch works: mpirun should report failure
 }
 
+// Rank `skip_rank` skips a barrier (and then idles) while the others enter
+// it: the collective watchdog must end the job, naming the barrier, after
+// the 2-second timeout instead of letting it hang.
+int SkipOnPurpose(int skip_rank) {
+  LaunchOptions options = Mpi();
+  options.collective_timeout_s = 2.0;
+  Launch(options, [skip_rank](Worker& w) {
+    w.comm.Barrier();  // #1, everyone
+    if (w.rank == skip_rank) {
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return;
+    }
+    w.comm.Barrier();  // #2, skipped by skip_rank
+  });
+  return 0;  // unreachable when the watchdog works
+}
+
 }  // namespace
 }  // namespace tandem
 
@@ -66,6 +85,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--fail_rank=", 12) == 0) {
       return tandem::FailOnPurpose(std::atoi(argv[i] + 12));
+    }
+    if (std::strncmp(argv[i], "--skip_rank=", 12) == 0) {
+      return tandem::SkipOnPurpose(std::atoi(argv[i] + 12));
     }
   }
   tandem::MpiRuntime mpi(&argc, &argv);
