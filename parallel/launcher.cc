@@ -137,6 +137,7 @@ void LaunchMpi(Device device, const LaunchOptions& options,
   MpiRuntime runtime;  // leaves MPI alone if the caller already started it
   MpiCommunicator comm;
   comm.set_timeout(TimeoutOf(options));
+  comm.set_check_fingerprints(options.check_collectives);
   // One GPU per rank: the node-local rank picks among the visible GPUs.
   const Device mine =
       device.is_cuda() ? Device::Cuda(comm.local_rank() % CudaDeviceCount()) : device;

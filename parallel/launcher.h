@@ -46,6 +46,9 @@ struct LaunchOptions {
   // A collective unfinished after this long fails the run with a message
   // naming it (threads and NCCL: an error; MPI: MPI_Abort of the job).
   double collective_timeout_s = 60.0;
+  // Debug: compare every collective's (sequence, kind, size) across ranks
+  // before running it (MPI; ThreadCommunicator always does).
+  bool check_collectives = false;
 };
 
 struct Worker {

@@ -102,10 +102,17 @@ class MpiCommunicator final : public Communicator {
   static constexpr std::chrono::seconds kDefaultTimeout{60};
   void set_timeout(std::chrono::milliseconds timeout);
 
+  // Debug mode: before each collective every rank all-gathers its
+  // (sequence number, kind, count) fingerprint; a rank that issues another
+  // collective than the others makes every rank throw, naming who called
+  // what, instead of pairing mismatched buffers or hanging.
+  void set_check_fingerprints(bool check) { check_fingerprints_ = check; }
+
  private:
   // Context for errors: "MpiCommunicator(...): AllReduce #3 (4000 bytes)".
   std::string Context(const char* kind, int64_t count) const;
   CollectiveWatchdog& watchdog();
+  void CheckFingerprints(const char* kind, int64_t count);
   CollectiveWatchdog::Watch Watch(const char* kind, int64_t count);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -116,6 +123,7 @@ class MpiCommunicator final : public Communicator {
   int64_t max_elements_per_call_ = INT_MAX;
   // Aborts the job when a collective hangs (see set_timeout).
   std::unique_ptr<CollectiveWatchdog> watchdog_;
+  bool check_fingerprints_ = false;
 };
 
 // The rank of this process among those of `comm` that share its node

@@ -3,6 +3,7 @@
 # non-zero, with a message, within 60 s, and leave no process behind.
 set -u
 unset TEST_PREMATURE_EXIT_FILE XML_OUTPUT_FILE
+export TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}  # Open MPI's session directory
 bin=$(realpath "$1")
 log=$(mktemp)
 fail() { echo "FAIL: $*"; cat "$log"; pkill -9 -f -- "$bin" 2>/dev/null; exit 1; }

@@ -10,6 +10,7 @@
 #include <thread>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "parallel/launcher.h"
 #include "parallel/mpi_communicator.h"
@@ -78,6 +79,22 @@ int SkipOnPurpose(int skip_rank) {
   return 0;  // unreachable when the watchdog works
 }
 
+// With fingerprints on, rank `odd_rank` broadcasts while the others
+// all-reduce: every rank must fail naming both calls, not pair them up.
+int MismatchOnPurpose(int odd_rank) {
+  LaunchOptions options = Mpi();
+  options.check_collectives = true;
+  Launch(options, [odd_rank](Worker& w) {
+    std::vector<float> data(10, 1.f);
+    if (w.rank == odd_rank) {
+      w.comm.Broadcast(data.data(), 10, 0);
+    } else {
+      w.comm.AllReduce(data.data(), 10, ReduceOp::kSum);
+    }
+  });
+  return 0;  // unreachable when the check works
+}
+
 }  // namespace
 }  // namespace tandem
 
@@ -85,6 +102,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--fail_rank=", 12) == 0) {
       return tandem::FailOnPurpose(std::atoi(argv[i] + 12));
+    }
+    if (std::strncmp(argv[i], "--mismatch_rank=", 16) == 0) {
+      return tandem::MismatchOnPurpose(std::atoi(argv[i] + 16));
     }
     if (std::strncmp(argv[i], "--skip_rank=", 12) == 0) {
       return tandem::SkipOnPurpose(std::atoi(argv[i] + 12));

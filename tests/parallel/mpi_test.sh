@@ -18,6 +18,11 @@ unset TEST_PREMATURE_EXIT_FILE XML_OUTPUT_FILE
 # Open MPI gives each rank a pseudo-terminal; colour codes would hide the
 # "[  PASSED  ]" lines from grep.
 export GTEST_COLOR=no
+# Open MPI keeps its session directory (PMIx locks, shared-memory segments)
+# under TMPDIR: a private one per test keeps concurrent jobs apart. Seen
+# without it: "PMIX ERROR ... unable to reach each other" when two MPI tests
+# ran at once.
+export TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
 
 mode=$1 binary=$2
 shift 2

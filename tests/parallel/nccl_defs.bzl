@@ -26,5 +26,5 @@ def nccl_mpi_test(name, srcs, deps, ranks, size = "small", tags = []):
         srcs = ["mpi_test.sh"],
         args = ["gtest", "$(rootpath :%s_bin)" % name] + [str(n) for n in ranks],
         data = [":%s_bin" % name],
-        tags = tags + ["gpu", "mpi"],
+        tags = tags + ["exclusive", "gpu", "mpi"],
     )
