@@ -279,21 +279,23 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
             optimizer->steps() % config.checkpoint_every == 0) {
           save(epoch, batches.position());
         }
-        if (config.max_steps > 0 && optimizer->steps() >= config.max_steps) {
-          stop = true;
-          break;
-        }
         comm_wait += reducer.last_comm_wait_seconds();
         ops::CountCorrect(logits, y, correct);
         ops::Axpy(1.f, correct, correct_sum);
         if (bar) {
-          // Reading the loss waits for the device: only now and then.
+          // Reading the loss waits for the device: only now and then. The
+          // local sum times the worker count estimates the global mean.
           const int64_t done = batches.position();
           if (done % 20 == 0 || done == batches.num_batches()) {
-            running_loss = loss_sum.Item() * worker.size / done;
+            running_loss = loss_sum.Item() * worker.size /
+                           std::max<int64_t>(1, steps_this_epoch - skipped);
           }
           bar->Update(done, std::min<int64_t>(done * config.batch_size, train.size()),
                       running_loss);
+        }
+        if (config.max_steps > 0 && optimizer->steps() >= config.max_steps) {
+          stop = true;
+          break;
         }
       }
       if (!config.skip_nonfinite) check_finite(epoch);
