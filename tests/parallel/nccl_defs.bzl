@@ -7,6 +7,7 @@ CUDA toolkit, so a CPU-only `bazel test //tests/parallel/...` never sees it.
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_ENABLED")
+load("//tests/parallel:mpi_defs.bzl", "mpi_gtest_test")
 load("//tools:build_defs.bzl", "tandem_cc_binary")
 
 def nccl_mpi_test(name, srcs, deps, ranks, size = "small", tags = []):
@@ -20,11 +21,10 @@ def nccl_mpi_test(name, srcs, deps, ranks, size = "small", tags = []):
         srcs = srcs,
         deps = deps + ["//third_party:gtest"],
     )
-    native.sh_test(
+    mpi_gtest_test(
         name = name,
+        binary = ":%s_bin" % name,
+        ranks = ranks,
         size = size,
-        srcs = ["mpi_test.sh"],
-        args = ["gtest", "$(rootpath :%s_bin)" % name] + [str(n) for n in ranks],
-        data = [":%s_bin" % name],
-        tags = tags + ["exclusive", "gpu", "mpi"],
+        tags = tags + ["gpu"],
     )
