@@ -82,6 +82,9 @@ void LaunchThreads(int workers, Device device, const LaunchOptions& options,
     if (nccl) {
       worker.device_comm = &nccl->communicator(rank);
       nccl->communicator(rank).set_timeout(TimeoutOf(options));
+      if (options.check_collectives) {
+        nccl->communicator(rank).set_check_fingerprints(&worker.comm);
+      }
     }
 #endif
     std::string message;
@@ -154,6 +157,7 @@ void LaunchMpi(Device device, const LaunchOptions& options,
       // Rank 0 makes the NCCL id and broadcasts it over MPI.
       nccl = NcclCommunicator::Create(comm, mine.index);
       nccl->set_timeout(TimeoutOf(options));
+      if (options.check_collectives) nccl->set_check_fingerprints(&comm);
       worker.device_comm = nccl.get();
     }
 #endif

@@ -47,7 +47,9 @@ struct LaunchOptions {
   // naming it (threads and NCCL: an error; MPI: MPI_Abort of the job).
   double collective_timeout_s = 60.0;
   // Debug: compare every collective's (sequence, kind, size) across ranks
-  // before running it (MPI; ThreadCommunicator always does).
+  // before running it, on MPI and on NCCL (over the host communicator); a
+  // mismatch fails every rank naming who called what. ThreadCommunicator
+  // always checks its own collectives.
   bool check_collectives = false;
 };
 

@@ -1,14 +1,12 @@
 #include "parallel/mpi_communicator.h"
 
 #include <algorithm>
-#include <cstring>
-#include <vector>
-
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <vector>
 
+#include "parallel/collective_fingerprint.h"
 #include "parallel/mpi_check.h"
 
 namespace tandem {
@@ -141,28 +139,17 @@ CollectiveWatchdog::Watch MpiCommunicator::Watch(const char* kind, int64_t count
 }
 
 void MpiCommunicator::CheckFingerprints(const char* kind, int64_t count) {
-  static const char* const kKinds[] = {"AllReduce", "Broadcast", "Barrier", "AllGather"};
-  int64_t kind_id = -1;
-  for (int64_t i = 0; i < 4; ++i) {
-    if (std::strcmp(kKinds[i], kind) == 0) kind_id = i;
-  }
-  const int64_t mine[3] = {static_cast<int64_t>(sequence_), kind_id, count};
+  // MPI_Allgather of int64s directly, not CheckFingerprint over this
+  // communicator: its AllGather would check a fingerprint of its own.
+  const int64_t mine[3] = {static_cast<int64_t>(sequence_), FingerprintKind(kind), count};
   std::vector<int64_t> all(3 * static_cast<size_t>(size_));
   MPI_CHECK(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm_))
       << Context(kind, count) << ": exchanging collective fingerprints";
-  auto describe = [&](int r) {
-    const int64_t* f = &all[3 * static_cast<size_t>(r)];
-    const char* name = f[1] >= 0 && f[1] < 4 ? kKinds[f[1]] : "?";
-    return "rank " + std::to_string(r) + " called " + name + " #" + std::to_string(f[0]) +
-           " (" + std::to_string(f[2] * static_cast<int64_t>(sizeof(float))) + " bytes)";
-  };
-  std::string disagree;
-  for (int r = 0; r < size_; ++r) {
-    if (std::equal(mine, mine + 3, &all[3 * static_cast<size_t>(r)])) continue;
-    disagree += (disagree.empty() ? "" : "; ") + describe(r);
+  std::vector<Fingerprint> fingerprints(static_cast<size_t>(size_));
+  for (size_t r = 0; r < fingerprints.size(); ++r) {
+    fingerprints[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
   }
-  TANDEM_CHECK(disagree.empty())
-      << "ranks called different collectives: " << describe(rank_) << " but " << disagree;
+  CheckFingerprintsAgree(fingerprints, rank_);
 }
 
 void MpiCommunicator::set_timeout(std::chrono::milliseconds timeout) {

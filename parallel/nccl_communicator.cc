@@ -10,6 +10,7 @@
 #include "core/cuda/device_guard.h"
 #include "core/cuda/event.h"
 #include "core/cuda/stream.h"
+#include "parallel/collective_fingerprint.h"
 #include "parallel/nccl_check.h"
 
 namespace tandem {
@@ -309,8 +310,16 @@ void NcclCommunicator::WaitForStream(const char* kind, int64_t count,
   }
 }
 
-void NcclCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
+void NcclCommunicator::BeginCollective(const char* kind, int64_t count) {
   ++sequence_;
+  if (fingerprint_host_ != nullptr) {
+    CheckFingerprint(*fingerprint_host_,
+                     {static_cast<int64_t>(sequence_), FingerprintKind(kind), count});
+  }
+}
+
+void NcclCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
+  BeginCollective("AllReduce", count);
   TANDEM_CHECK(count >= 0) << Context("AllReduce", count, ToString(op))
                            << ": the count must not be negative";
   ThrowIfAborted();
@@ -324,7 +333,7 @@ void NcclCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
 
 void NcclCommunicator::AllReduceOnStream(float* data, int64_t count,
                                          ReduceOp op, cudaStream_t stream) {
-  ++sequence_;
+  BeginCollective("AllReduce", count);
   TANDEM_CHECK(count >= 0) << Context("AllReduce", count, ToString(op))
                            << ": the count must not be negative";
   ThrowIfAborted();
@@ -367,7 +376,7 @@ void NcclCommunicator::JoinQueued() {
 }
 
 void NcclCommunicator::Broadcast(float* data, int64_t count, int root) {
-  ++sequence_;
+  BeginCollective("Broadcast", count);
   const std::string detail = "root " + std::to_string(root);
   TANDEM_CHECK(count >= 0) << Context("Broadcast", count, detail)
                            << ": the count must not be negative";
@@ -384,7 +393,7 @@ void NcclCommunicator::Broadcast(float* data, int64_t count, int root) {
 }
 
 void NcclCommunicator::Barrier() {
-  ++sequence_;
+  BeginCollective("Barrier", 0);
   ThrowIfAborted();
   RunBlocking("Barrier", 0, "", /*after_compute=*/false,
               [&](cudaStream_t stream) {
@@ -395,7 +404,7 @@ void NcclCommunicator::Barrier() {
 
 void NcclCommunicator::AllGather(const float* send, int64_t count_per_rank,
                                  float* recv) {
-  ++sequence_;
+  BeginCollective("AllGather", count_per_rank);
   TANDEM_CHECK(count_per_rank >= 0)
       << Context("AllGather", count_per_rank, "")
       << ": the count must not be negative";

@@ -136,6 +136,16 @@ class NcclCommunicator final : public Communicator {
   // How many collectives this rank has started; errors number them from 1.
   uint64_t sequence() const { return sequence_; }
 
+  // Debug mode: before each collective (the queued ones too) every rank
+  // exchanges its (sequence number, kind, count) over `host` and, if any
+  // rank differs, every rank throws naming who called what
+  // (parallel/collective_fingerprint.h), instead of NCCL pairing mismatched
+  // buffers or hanging on the GPU. Costs one host all-gather per collective,
+  // and the host then waits for its peers at every queued collective. `host`
+  // spans the same ranks (the one passed to Create) and must outlive this
+  // communicator's use; nullptr turns the check off (the default).
+  void set_check_fingerprints(Communicator* host) { fingerprint_host_ = host; }
+
  private:
   bool record_queue_times_ = false;
   std::vector<QueuedSpan> queued_spans_;
@@ -148,6 +158,9 @@ class NcclCommunicator final : public Communicator {
   // "NcclCommunicator(...): AllReduce #3 (4000 bytes, sum)".
   std::string Context(const char* kind, int64_t count,
                       const std::string& detail) const;
+  // Numbers the next collective and, in debug mode, checks that every rank
+  // is issuing the same one (set_check_fingerprints).
+  void BeginCollective(const char* kind, int64_t count);
   // Throws CollectiveAbortedError if Abort was called.
   void ThrowIfAborted() const;
   // Makes one NCCL call on comm_ under call_mu_ (see Note [Abort]) and turns
@@ -178,6 +191,7 @@ class NcclCommunicator final : public Communicator {
   // Only the owning thread touches it (calls on one communicator are
   // serialised, see communicator.h).
   uint64_t sequence_ = 0;
+  Communicator* fingerprint_host_ = nullptr;
 
   // Held for the duration of each NCCL call on comm_; Abort takes it so it
   // does not free the communicator under a call. See Note [Abort].

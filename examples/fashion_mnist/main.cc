@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   app.add_option("--collective_timeout", config.launch.collective_timeout_s,
                  "seconds after which a hung collective fails the run (MPI: aborts the job)");
   app.add_flag("--check_collectives", config.launch.check_collectives,
-               "debug: compare every collective across MPI ranks before running it");
+               "debug: compare every collective across ranks (MPI, NCCL) before running it");
   app.add_option("--bucket_mb", config.bucket_mb, "gradient bucket size in MiB");
   app.add_flag("--no_overlap", [&](int64_t) { config.overlap = false; },
                "all-reduce after backward instead of during it");

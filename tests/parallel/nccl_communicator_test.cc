@@ -494,6 +494,54 @@ TEST(NcclCommunicatorTest, FailingWorkerAbortsTheOthersCollective) {
   EXPECT_LT(seconds, 30.0);
 }
 
+// Debug fingerprints (LaunchOptions::check_collectives): a rank whose
+// collective differs from its peer's makes both fail, naming who called
+// what, on the hot path (QueueAllReduce) and on the blocking calls, instead
+// of NCCL pairing mismatched buffers.
+std::string MismatchError(const std::function<void(Worker&, float*)>& collective) {
+  constexpr int64_t kN = 1000;
+  LaunchOptions options;
+  options.mode = "threads";
+  options.workers = kWorkers;
+  options.device = "cuda";
+  options.check_collectives = true;
+  try {
+    Launch(options, [&](Worker& w) {
+      DeviceBuffer data(w, kN);
+      data.Upload(RankValues(w.rank, kN));
+      w.device_comm->AllReduce(data.get(), kN, ReduceOp::kSum);  // #1 agrees
+      collective(w, data.get());
+    });
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NcclCommunicatorTest, MismatchedCollectivesFailWithFingerprintsOn) {
+  SKIP_UNLESS_GPUS(kWorkers);
+  const std::string queued = MismatchError([](Worker& w, float* data) {
+    w.device_comm->QueueAllReduce(data, w.rank == 0 ? 1000 : 500, ReduceOp::kSum);
+    w.device_comm->JoinQueued();
+  });
+  EXPECT_NE(queued.find("ranks called different collectives"), std::string::npos)
+      << queued;
+  EXPECT_NE(queued.find("called AllReduce #2 (4000 bytes)"), std::string::npos) << queued;
+  EXPECT_NE(queued.find("called AllReduce #2 (2000 bytes)"), std::string::npos) << queued;
+
+  const std::string blocking = MismatchError([](Worker& w, float* data) {
+    if (w.rank == 1) {
+      w.device_comm->Broadcast(data, 10, 0);
+    } else {
+      w.device_comm->AllReduce(data, 1000, ReduceOp::kSum);
+    }
+  });
+  EXPECT_NE(blocking.find("called AllReduce #2 (4000 bytes)"), std::string::npos)
+      << blocking;
+  EXPECT_NE(blocking.find("called Broadcast #2 (40 bytes)"), std::string::npos)
+      << blocking;
+}
+
 // A collective that one rank never issues times out on the other, which
 // aborts and names it.
 TEST(NcclCommunicatorTest, CollectiveThatOneRankSkipsTimesOut) {

@@ -1,0 +1,102 @@
+// Tests parallel/collective_fingerprint.h: the comparison and its message,
+// and the exchange over a host communicator (ThreadCommunicator here; the
+// NCCL use is in nccl_communicator_test, the MPI one in mpi_launcher_test).
+#include "parallel/collective_fingerprint.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "parallel/thread_communicator.h"
+
+namespace tandem {
+namespace {
+
+TEST(FingerprintKindTest, NamesTheFourCollectives) {
+  EXPECT_EQ(FingerprintKind("AllReduce"), 0);
+  EXPECT_EQ(FingerprintKind("Broadcast"), 1);
+  EXPECT_EQ(FingerprintKind("Barrier"), 2);
+  EXPECT_EQ(FingerprintKind("AllGather"), 3);
+  EXPECT_EQ(FingerprintKind("Scatter"), -1);
+}
+
+TEST(CheckFingerprintsAgreeTest, AgreeingRanksPass) {
+  const Fingerprint f{7, FingerprintKind("AllReduce"), 1000};
+  EXPECT_NO_THROW(CheckFingerprintsAgree({f, f, f}, 1));
+}
+
+TEST(CheckFingerprintsAgreeTest, NamesThisRankAndEveryRankThatDiffers) {
+  const Fingerprint all_reduce{3, FingerprintKind("AllReduce"), 1000};
+  const Fingerprint broadcast{3, FingerprintKind("Broadcast"), 10};
+  const Fingerprint later{4, FingerprintKind("AllReduce"), 1000};
+  try {
+    CheckFingerprintsAgree({all_reduce, broadcast, all_reduce, later}, 0);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("ranks called different collectives: rank 0 called AllReduce "
+                        "#3 (4000 bytes) but rank 1 called Broadcast #3 (40 bytes); "
+                        "rank 3 called AllReduce #4 (4000 bytes)"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("rank 2"), std::string::npos) << text;
+  }
+}
+
+// Runs fn(rank, communicator) on `size` threads; returns each rank's error
+// text ("" if it returned).
+std::vector<std::string> RunRanks(int size,
+                                  const std::function<void(int, Communicator&)>& fn) {
+  ThreadGroup group(size);
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        fn(rank, group.communicator(rank));
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+TEST(CheckFingerprintTest, ValuesTravelExactlyAndAgreeingRanksPass) {
+  // Beyond float's 24-bit mantissa and 32 bits: the 16-bit pieces keep them.
+  const Fingerprint big{(int64_t{1} << 40) + 12345, FingerprintKind("AllGather"),
+                        (int64_t{1} << 33) + 1};
+  const auto errors = RunRanks(3, [&](int, Communicator& host) {
+    CheckFingerprint(host, big);
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(3, ""));
+}
+
+TEST(CheckFingerprintTest, EveryRankThrowsOnAMismatch) {
+  const auto errors = RunRanks(3, [&](int rank, Communicator& host) {
+    const int64_t count = rank == 2 ? (int64_t{1} << 30) + 1 : (int64_t{1} << 30);
+    CheckFingerprint(host, {5, FingerprintKind("AllReduce"), count});
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(errors[rank].find("ranks called different collectives: rank " +
+                                std::to_string(rank) + " called AllReduce #5"),
+              std::string::npos)
+        << errors[rank];
+  }
+  EXPECT_NE(errors[0].find("but rank 2 called AllReduce #5 (4294967300 bytes)"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[2].find("but rank 0 called AllReduce #5 (4294967296 bytes); "
+                           "rank 1 called AllReduce #5 (4294967296 bytes)"),
+            std::string::npos)
+      << errors[2];
+}
+
+}  // namespace
+}  // namespace tandem
