@@ -53,11 +53,20 @@ class Layer {
   void SetTraining(bool training) { training_ = training; OnModeChange(); }
   bool training() const { return training_; }
 
+  // Whether Backward must return the input gradient (default true). A
+  // model's first layer, whose input is data, need not: for Linear that
+  // saves a whole GEMM (2.4% of mlp-large's GEMM work, 14% of mlp-small's).
+  // A layer told false may return an undefined Tensor from Backward; layers
+  // that do not care ignore it. Sequential passes it on to its first layer.
+  virtual void SetNeedsInputGrad(bool needed) { needs_input_grad_ = needed; }
+  bool needs_input_grad() const { return needs_input_grad_; }
+
  protected:
   virtual void OnModeChange() {}
 
  private:
   bool training_ = true;
+  bool needs_input_grad_ = true;
 };
 
 // Sets every gradient of `layer` to zero.

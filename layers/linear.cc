@@ -121,6 +121,7 @@ Tensor Linear::Backward(const Tensor& dy) {
   }
   ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, 1.f);  // += dz^T x
   if (options_.bias) ops::ColumnSums(dz, bias_grad_, 1.f);
+  if (!needs_input_grad()) return Tensor();
   Tensor dx = Tensor::Empty(input_.shape(), dy.device());
   ops::Gemm(dz, false, weight_, false, dx);  // [batch, out] x [out, in]
   return dx;

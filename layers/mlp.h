@@ -25,6 +25,10 @@ struct MlpOptions {
   uint64_t dropout_seed = 0;
   Init init = Init::kKaimingUniform;
   Device device = Device::Cpu();
+  // The input is data, so by default the first layer skips its input
+  // gradient (one GEMM) and Backward returns an undefined Tensor; true when
+  // d loss / d input is wanted (Layer::SetNeedsInputGrad).
+  bool needs_input_grad = false;
 };
 
 // sizes = {in, hidden..., out}; at least {in, out}.

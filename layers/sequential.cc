@@ -14,8 +14,14 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
         << layer->Name() << "': names must be unique (they key checkpoints)";
   }
   layer->SetTraining(training());
+  if (layers_.empty() && !needs_input_grad()) layer->SetNeedsInputGrad(false);
   layers_.push_back(std::move(layer));
   return *layers_.back();
+}
+
+void Sequential::SetNeedsInputGrad(bool needed) {
+  Layer::SetNeedsInputGrad(needed);
+  if (!layers_.empty()) layers_.front()->SetNeedsInputGrad(needed);
 }
 
 Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {

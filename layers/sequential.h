@@ -41,6 +41,10 @@ class Sequential : public Layer {
   // on_layer_done(i) as soon as layer i's parameter gradients are complete.
   Tensor Backward(const Tensor& dy, const LayerDoneFn& on_layer_done);
 
+  // Also tells the first layer (now, or when it is added): the input
+  // gradient of the model is the first layer's.
+  void SetNeedsInputGrad(bool needed) override;
+
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }
   std::string Describe() const override;
