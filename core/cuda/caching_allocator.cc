@@ -87,6 +87,7 @@ void* CachingAllocator::Allocate(size_t bytes) {
     stats_.bytes_reserved += static_cast<int64_t>(size);
   }
   live_blocks_.emplace(ptr, size);
+  classes_seen_[size] = true;
   stats_.bytes_in_use += static_cast<int64_t>(size);
   stats_.peak_bytes_in_use =
       std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
@@ -124,6 +125,25 @@ MemoryStats CachingAllocator::stats() const {
 void CachingAllocator::EmptyCache() {
   std::lock_guard<std::mutex> lock(mutex_);
   ReleaseCachedLocked();
+}
+
+void CachingAllocator::ReserveSpares(int spares) {
+  TANDEM_CHECK(spares >= 0) << "cuda:" << device_ << ": ReserveSpares(" << spares << ")";
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceGuard guard(device_);
+  for (const auto& entry : classes_seen_) {
+    const size_t size = entry.first;
+    std::vector<void*>& free_list = free_blocks_[size];
+    while (free_list.size() < static_cast<size_t>(spares)) {
+      void* ptr = nullptr;
+      CUDA_CHECK(cudaMalloc(&ptr, size))
+          << "cuda:" << device_ << ": reserving spare blocks of size class " << size << "; "
+          << DescribeStats(stats_);
+      stats_.system_allocations += 1;
+      stats_.bytes_reserved += static_cast<int64_t>(size);
+      free_list.push_back(ptr);
+    }
+  }
 }
 
 void CachingAllocator::ReleaseCachedLocked() {

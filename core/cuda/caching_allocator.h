@@ -73,6 +73,12 @@ class CachingAllocator : public Allocator {
   // Returns every cached (free) block to the system. Waits for the device
   // first (cudaDeviceSynchronize): not for a training step's hot path.
   void EmptyCache();
+  // Makes sure every size class handed out so far has at least `spares`
+  // free blocks cached, calling cudaMalloc for the missing ones. For CUDA
+  // graph capture, which must not call cudaMalloc: a step captured while
+  // tensors of an earlier capture are still held needs more blocks of a
+  // class than the eager steps before it did.
+  void ReserveSpares(int spares);
 
   // The size class of a request: multiples of 512 bytes up to 1 MiB, then
   // four classes per power of two (1, 1.25, 1.5, 1.75 x 2^k), so at most
@@ -92,6 +98,8 @@ class CachingAllocator : public Allocator {
   std::map<size_t, std::vector<void*>> free_blocks_;
   // Every block handed out and not yet freed -> its size class.
   std::unordered_map<void*, size_t> live_blocks_;
+  // Every size class ever requested, for ReserveSpares.
+  std::map<size_t, bool> classes_seen_;
   MemoryStats stats_;
 };
 

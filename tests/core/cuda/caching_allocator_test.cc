@@ -76,6 +76,28 @@ TEST_F(CachingAllocatorTest, ReusesFreedBlockWithoutCudaMalloc) {
   allocator.Free(r, 1024);
 }
 
+// Spares for graph capture: every class seen gets at least that many free
+// blocks, so that many more requests of it need no cudaMalloc.
+TEST_F(CachingAllocatorTest, ReserveSparesCachesBlocksOfEveryClassSeen) {
+  CachingAllocator allocator(0);
+  void* held = allocator.Allocate(100);        // class 512, still in use
+  allocator.Free(allocator.Allocate(3 << 20), 3 << 20);  // a large class, cached
+  const int64_t before = allocator.stats().system_allocations;
+  allocator.ReserveSpares(2);
+  // Class 512: 0 free -> 2 new; the large class: 1 free -> 1 new.
+  EXPECT_EQ(allocator.stats().system_allocations, before + 3);
+  allocator.ReserveSpares(2);  // already there: nothing new
+  EXPECT_EQ(allocator.stats().system_allocations, before + 3);
+  void* a = allocator.Allocate(200);
+  void* b = allocator.Allocate(300);
+  void* c = allocator.Allocate(3 << 20);
+  void* d = allocator.Allocate(3 << 20);
+  EXPECT_EQ(allocator.stats().system_allocations, before + 3);
+  for (void* p : {a, b, held}) allocator.Free(p, 100);
+  for (void* p : {c, d}) allocator.Free(p, 3 << 20);
+  EXPECT_EQ(allocator.stats().bytes_in_use, 0);
+}
+
 TEST_F(CachingAllocatorTest, Stats) {
   CachingAllocator allocator(0);
   void* a = allocator.Allocate(1000);  // class 1024
