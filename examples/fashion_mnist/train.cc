@@ -351,6 +351,15 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
         result.epochs.push_back(stats);
       }
     }
+    // A run resumed at its end trains no epoch: report the restored model's
+    // test accuracy rather than none (collective: every worker evaluates).
+    if (start_epoch >= config.epochs) {
+      const double accuracy = Evaluate(*model, test, worker);
+      if (root) {
+        std::lock_guard<std::mutex> lock(result_mutex);
+        result.test_accuracy = accuracy;
+      }
+    }
     if (!config.checkpoint_dir.empty() && !stop) save(config.epochs, 0);
     if (root) {
       std::lock_guard<std::mutex> lock(result_mutex);

@@ -108,6 +108,24 @@ TEST(FashionMnistTrainTest, ResumeWithAnotherWorkerCount) {
   EXPECT_LT(worst, 1e-4);
 }
 
+// `--resume` after the last epoch trains nothing and reports the restored
+// model's test accuracy: the saving run's, not 0.
+TEST(FashionMnistTrainTest, ResumingAFinishedRunReportsItsAccuracy) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainConfig c = Small();
+  c.max_train = 600;
+  c.epochs = 1;
+  c.checkpoint_dir = std::string(getenv("TEST_TMPDIR")) + "/resume_finished";
+  std::ostringstream log;
+  const TrainResult whole = TrainFashionMnist(c, log);
+  c.resume = true;
+  c.launch.workers = 2;
+  const TrainResult resumed = TrainFashionMnist(c, log);
+  EXPECT_TRUE(resumed.epochs.empty());
+  EXPECT_GT(whole.test_accuracy, 0.5);
+  EXPECT_DOUBLE_EQ(resumed.test_accuracy, whole.test_accuracy);
+}
+
 TEST(FashionMnistTrainTest, ResumeRefusesAnotherRunsCheckpoint) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TrainConfig c = Small();
