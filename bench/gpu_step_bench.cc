@@ -50,6 +50,7 @@
 #include "bench/bench_util.h"
 #include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/cuda/caching_allocator.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/event.h"
@@ -260,6 +261,12 @@ struct StepGraphs {
 
 StepGraphs CaptureSteps(Trainer& trainer, const Batches& data) {
   StepGraphs g;
+  // Graph s's loss stays alive while graph s + 1 is captured, so the
+  // captures need up to one block per graph more of a class than the eager
+  // steps did (the first session's capture failed on exactly that).
+  auto* caching = dynamic_cast<cuda::CachingAllocator*>(&GetBackend(kDevice).allocator());
+  TANDEM_CHECK(caching != nullptr) << "cuda:0's allocator is not the caching allocator";
+  caching->ReserveSpares(static_cast<int>(data.x.size()) + 1);
   const int64_t mallocs = CudaMallocCount();
   for (size_t s = 0; s < data.x.size(); ++s) {
     Tensor loss;
