@@ -12,6 +12,8 @@ bash ./unpack.sh
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 export GTEST_COLOR=no
+# Bazel gives every test a private scratch folder; some tests write there.
+export TEST_TMPDIR=$(mktemp -d /tmp/tandem_test_tmp.XXXXXX)
 logs=/tmp/tandem_logs; rm -rf "$logs"; mkdir -p "$logs"
 if [ -d data ] && [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   mkdir -p /usr/share/datasets/fashion-mnist && cp data/*.gz /usr/share/datasets/fashion-mnist/
@@ -25,7 +27,7 @@ for b in bin/tests_*; do
   name=$(basename "$b")
   case "$name" in *_bin|*mpi*) continue;; esac
   timeout 300 "$b" > "$logs/$name.log" 2>&1; rc=$?
-  p=$(grep -c '^\[       OK \]' "$logs/$name.log"); s=$(grep -c '^\[  SKIPPED \]' "$logs/$name.log")
+  p=$(grep -c '^\[       OK \]' "$logs/$name.log"); s=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$logs/$name.log")
   f=$(grep -c '^\[  FAILED  \].*(' "$logs/$name.log")
   passed=$((passed+p)); skipped=$((skipped+s)); failed=$((failed+f))
   [ $rc -ne 0 ] && bad+=("$name(rc=$rc)")
@@ -36,7 +38,7 @@ done
 for b in bin/tests_parallel__*mpi*_bin; do
   name=$(basename "$b")
   timeout 180 mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GTEST_COLOR "$b" > "$logs/$name.log" 2>&1; rc=$?
-  p=$(grep -c '^\[       OK \]' "$logs/$name.log"); s=$(grep -c '^\[  SKIPPED \]' "$logs/$name.log")
+  p=$(grep -c '^\[       OK \]' "$logs/$name.log"); s=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$logs/$name.log")
   f=$(grep -c '^\[  FAILED  \].*(' "$logs/$name.log")
   passed=$((passed+p)); skipped=$((skipped+s)); failed=$((failed+f))
   [ $rc -ne 0 ] && bad+=("$name(rc=$rc)")
@@ -56,7 +58,7 @@ for b in bin/tests_core__device_test bin/tests_core_cuda__stream_event_test; do
 done
 # A skip in the GPU pass that passed in the no-GPU pass was run after all.
 ran_without_gpu=$(cat "$logs"/*.nogpu.log 2>/dev/null | grep '^\[       OK \]' | sed 's/ (.*//; s/^\[ *OK \] //' | sort -u)
-still_skipped=$(grep -h '^\[  SKIPPED \]' $(ls "$logs"/*.log | grep -v nogpu) | sed 's/ (.*//; s/^\[  SKIPPED \] //' | sort -u |
+still_skipped=$(grep -h '^\[  SKIPPED \] .* ([0-9]* ms)$' $(ls "$logs"/*.log | grep -v nogpu) | sed 's/ (.*//; s/^\[  SKIPPED \] //' | sort -u |
   grep -vxF -f <(echo "$ran_without_gpu") || true)
 echo "SUMMARY tests: $passed passed, $failed failed, $skipped skipped; then $nogpu_passed passed with the GPUs hidden; bad binaries: ${bad[*]:-none}"
 echo "SKIPPED in both passes: $(echo "$still_skipped" | grep -c . || true)"
