@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/comm_timing.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -83,45 +84,12 @@ struct CommLatency {
   double small_us = 0, large_us = 0, barrier_us = 0;
 };
 
-// The largest of every rank's `value` (AllGather: every rank gets it).
-double MaxOverRanks(Communicator& comm, double value) {
-  std::vector<float> all(comm.size());
-  const float mine = static_cast<float>(value);
-  comm.AllGather(&mine, 1, all.data());
-  return *std::max_element(all.begin(), all.end());
-}
-
-double MeanOverRanks(Communicator& comm, double value) {
-  float v = static_cast<float>(value);
-  comm.AllReduce(&v, 1, ReduceOp::kAverage);
-  return v;
-}
-
 CommLatency MeasureComm(Communicator& comm, const BenchConfig& c) {
-  auto time_allreduce = [&](int64_t bytes) {
-    // Averages of all-ones stay all-ones, so the values never overflow.
-    std::vector<float> data(static_cast<size_t>(bytes / 4), 1.f);
-    std::vector<double> us;
-    for (int i = 0; i < c.comm_iters + 2; ++i) {
-      comm.Barrier();
-      const auto start = Clock::now();
-      comm.AllReduce(data.data(), static_cast<int64_t>(data.size()),
-                     ReduceOp::kAverage);
-      if (i >= 2) us.push_back(1e6 * SecondsSince(start));  // 2 warm-ups
-    }
-    TANDEM_CHECK(data[0] == 1.f) << "all-reduce of ones averaged to " << data[0];
-    return MaxOverRanks(comm, bench::Median(us));
-  };
   CommLatency latency;
-  latency.small_us = time_allreduce(c.small_bytes);
-  latency.large_us = time_allreduce(c.large_bytes);
-  std::vector<double> us;
-  for (int i = 0; i < c.comm_iters + 2; ++i) {
-    const auto start = Clock::now();
-    comm.Barrier();
-    if (i >= 2) us.push_back(1e6 * SecondsSince(start));
-  }
-  latency.barrier_us = MaxOverRanks(comm, bench::Median(us));
+  const Device cpu = Device::Cpu();
+  latency.small_us = bench::AllReduceMicros(comm, comm, cpu, c.small_bytes, c.comm_iters);
+  latency.large_us = bench::AllReduceMicros(comm, comm, cpu, c.large_bytes, c.comm_iters);
+  latency.barrier_us = bench::BarrierMicros(comm, c.comm_iters);
   return latency;
 }
 
@@ -222,7 +190,7 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
     worker.comm.Barrier();
     const auto start = Clock::now();
     for (int i = 0; i < c.steps; ++i) value = step(k++);
-    run_ms.push_back(MaxOverRanks(worker.comm, 1e3 * SecondsSince(start) / c.steps));
+    run_ms.push_back(bench::MaxOverRanks(worker.comm, 1e3 * SecondsSince(start) / c.steps));
   }
   last_loss = value.Item();  // the CPU backend has finished already
 
@@ -233,8 +201,8 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   last_loss = losses[1];
   const double step_ms = bench::Median(run_ms);
   const double step_ms_min = *std::min_element(run_ms.begin(), run_ms.end());
-  const double wait_ms =
-      MeanOverRanks(worker.comm, 1e3 * comm_wait / (static_cast<double>(c.steps) * c.repeats));
+  const double wait_ms = bench::MeanOverRanks(
+      worker.comm, 1e3 * comm_wait / (static_cast<double>(c.steps) * c.repeats));
   const bool same = ReplicasIdentical(worker.comm, *model);
   TANDEM_CHECK(std::isfinite(last_loss)) << "loss is not finite; lower --lr";
 

@@ -76,6 +76,12 @@ run torch    75 python3 "$py/torch_reference.py" --model=all
 run tandem_2 75 "$bin" --model=all --graph
 # One configuration alone, as docs/benchmarks.md shows it (a few seconds).
 run tandem_large_4096 75 "$bin" --model=large --batch=4096 --steps=20
+# Where GEMM time could still come from: the step's GEMMs under other issue
+# strategies (docs/benchmarks.md, "GEMM strategies"); about 10 s each.
+gemm=$(dirname "$bin")/bench__gemm_strategy_bench
+[ -x "$gemm" ] || gemm=$(dirname "$bin")/gemm_strategy_bench
+run gemm_large_512 75 "$gemm" --model=large --batch=512 --candidates=16
+run gemm_small_256 75 "$gemm" --model=small --batch=256 --candidates=16 --reps=100
 
 if [ "${SANITIZE:-0}" = 1 ]; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -91,6 +97,8 @@ echo "== Tandem run 1 (full table)"
 sed -n '/^ *model  *batch/,$p' "$out/tandem_1.log"
 echo "== PyTorch"
 sed -n '/^ *model  *batch/,$p' "$out/torch.log"
+echo "== GEMM strategies"
+grep -h '^result' "$out/gemm_large_512.log" "$out/gemm_small_256.log"
 echo "== Comparison (slowest of the Tandem runs; targets from the issue)"
 python3 "$py/compare_gpu_bench.py" --tandem "$out/tandem_1.log" "$out/tandem_2.log" \
     --torch "$out/torch.log" | tee "$out/comparison.txt"
