@@ -97,6 +97,10 @@ class StageLayer final : public Layer {
   explicit StageLayer(Layer& target) : target_(target) {}
   Tensor Forward(const Tensor& x) override { return target_.Forward(x); }
   Tensor Backward(const Tensor& dy) override { return target_.Backward(dy); }
+  void SetNeedsInputGrad(bool needed) override {
+    Layer::SetNeedsInputGrad(needed);
+    target_.SetNeedsInputGrad(needed);
+  }
   std::vector<Parameter> Parameters() override { return target_.Parameters(); }
   std::string Name() const override { return target_.Name(); }
   std::string Describe() const override { return target_.Describe(); }
@@ -713,6 +717,10 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<Sequential>> replicas,
         if (auto* dropout = dynamic_cast<Dropout*>(&layer)) w->dropouts.push_back(dropout);
         w->stage_model->Add(std::make_unique<StageLayer>(layer));
       }
+      // The previous stage needs this stage's input gradient, whatever the
+      // model told its layer (a model's first layer skips it: its input is
+      // data).
+      if (s > 0) w->stage_model->SetNeedsInputGrad(true);
       w->comm = groups_->comm(s, r);
       if (s > 0) {
         w->fwd_in = fwd[s - 1];

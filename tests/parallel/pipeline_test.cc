@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -98,11 +99,15 @@ Result TrainSingleDevice(const TrainSetup& setup) {
 }
 
 Result TrainPipeline(const TrainSetup& setup, int stages, int micro_batches,
-                     int replicas = 1, std::vector<size_t> boundaries = {}) {
+                     int replicas = 1, std::vector<size_t> boundaries = {},
+                     const std::function<void(Sequential&)>& adjust = nullptr) {
   std::vector<std::unique_ptr<Sequential>> models;
   // Replica-dependent init on purpose: replica 0's parameters must be
   // broadcast to the others.
-  for (int r = 0; r < replicas; ++r) models.push_back(MakeModel(setup, 100 + r));
+  for (int r = 0; r < replicas; ++r) {
+    models.push_back(MakeModel(setup, 100 + r));
+    if (adjust) adjust(*models.back());
+  }
   PipelineOptions options;
   options.stages = stages;
   options.micro_batches = micro_batches;
@@ -169,6 +174,18 @@ TEST(PipelineTest, ExplicitBoundaries) {
   TrainSetup setup;
   const Result reference = TrainSingleDevice(setup);
   const Result result = TrainPipeline(setup, 2, 3, 1, {1});
+  EXPECT_LE(MaxRelativeDifference(result.params[0], reference.params[0]), 1e-5);
+}
+
+// A later stage's first layer must return its input gradient (the previous
+// stage needs it) even if the model told it not to, as a model's first layer
+// is told (Layer::SetNeedsInputGrad): the pipeline turns it back on.
+TEST(PipelineTest, LaterStagesComputeTheirInputGradient) {
+  TrainSetup setup;
+  const Result reference = TrainSingleDevice(setup);
+  const Result result = TrainPipeline(setup, 2, 3, 1, {2}, [](Sequential& model) {
+    model.layer(2).SetNeedsInputGrad(false);
+  });
   EXPECT_LE(MaxRelativeDifference(result.params[0], reference.params[0]), 1e-5);
 }
 
