@@ -1,10 +1,12 @@
 #include "parallel/collective_watchdog.h"
 
+#include <algorithm>
+
 namespace tandem {
 
-CollectiveWatchdog::CollectiveWatchdog(Clock::duration timeout,
+CollectiveWatchdog::CollectiveWatchdog(Clock::duration timeout, DescribeFn describe,
                                        std::function<void(const std::string&)> on_timeout)
-    : timeout_(timeout), on_timeout_(std::move(on_timeout)) {
+    : timeout_(timeout), describe_(std::move(describe)), on_timeout_(std::move(on_timeout)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -18,8 +20,11 @@ CollectiveWatchdog::~CollectiveWatchdog() {
 }
 
 void CollectiveWatchdog::set_timeout(Clock::duration timeout) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  timeout_ = timeout;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    timeout_ = timeout;
+  }
+  cv_.notify_all();  // the poll interval follows the timeout
 }
 
 CollectiveWatchdog::Clock::duration CollectiveWatchdog::timeout() const {
@@ -27,14 +32,15 @@ CollectiveWatchdog::Clock::duration CollectiveWatchdog::timeout() const {
   return timeout_;
 }
 
-CollectiveWatchdog::Watch CollectiveWatchdog::Start(std::string description) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    active_ = true;
-    description_ = std::move(description);
-    started_ = Clock::now();
-  }
-  cv_.notify_all();
+CollectiveWatchdog::Watch CollectiveWatchdog::Start(const char* kind, uint64_t sequence,
+                                                    int64_t count) {
+  // See Note [Watchdog cost]: no notify, no formatting.
+  std::lock_guard<std::mutex> lock(mutex_);
+  active_ = true;
+  kind_ = kind;
+  sequence_ = sequence;
+  count_ = count;
+  started_ = Clock::now();
   return Watch(this);
 }
 
@@ -43,26 +49,25 @@ void CollectiveWatchdog::Done() {
   active_ = false;
 }
 
+CollectiveWatchdog::Clock::duration CollectiveWatchdog::PollInterval() const {
+  const Clock::duration eighth = timeout_ / 8;
+  return std::clamp<Clock::duration>(eighth, std::chrono::milliseconds(1),
+                                     std::chrono::milliseconds(250));
+}
+
 void CollectiveWatchdog::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    if (!active_) {
-      cv_.wait(lock, [this] { return stopping_ || active_; });
-      continue;
-    }
-    const Clock::time_point deadline = started_ + timeout_;
-    const Clock::time_point watched = started_;
-    if (cv_.wait_until(lock, deadline, [&] { return stopping_ || !active_ || started_ != watched; })) {
-      continue;  // finished, replaced by the next collective, or stopping
-    }
+    cv_.wait_for(lock, PollInterval(), [this] { return stopping_; });
+    if (stopping_ || !active_ || Clock::now() - started_ < timeout_) continue;
     const double seconds = std::chrono::duration<double>(timeout_).count();
     const std::string message =
-        description_ + " did not finish within " + std::to_string(seconds) +
-        " s (a rank died, hangs, or skipped this collective)";
+        describe_(kind_, sequence_, count_) + " did not finish within " +
+        std::to_string(seconds) + " s (a rank died, hangs, or skipped this collective)";
+    active_ = false;  // report each stuck collective once
     lock.unlock();
     on_timeout_(message);
     lock.lock();
-    active_ = false;
   }
 }
 

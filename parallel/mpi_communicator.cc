@@ -115,18 +115,34 @@ void MpiCommunicator::set_max_elements_per_call(int64_t n) {
   max_elements_per_call_ = n;
 }
 
+namespace {
+
+// "<self>: AllReduce #3 (4000 bytes)".
+std::string CollectiveText(const std::string& self, const char* kind, uint64_t sequence,
+                           int64_t count) {
+  return self + ": " + kind + " #" + std::to_string(sequence) + " (" +
+         std::to_string(count * static_cast<int64_t>(sizeof(float))) + " bytes)";
+}
+
+}  // namespace
+
 std::string MpiCommunicator::Context(const char* kind, int64_t count) const {
-  return Describe() + ": " + kind + " #" + std::to_string(sequence_) + " (" +
-         std::to_string(count * static_cast<int64_t>(sizeof(float))) +
-         " bytes)";
+  return CollectiveText(Describe(), kind, sequence_, count);
 }
 
 CollectiveWatchdog& MpiCommunicator::watchdog() {
   // Created on first use, so a communicator that never communicates starts
   // no thread.
   if (!watchdog_) {
+    // Described here, on the calling thread: the watchdog's thread must
+    // make no MPI calls (Describe asks MPI for the host name).
+    const std::string self = Describe();
     watchdog_ = std::make_unique<CollectiveWatchdog>(
-        kDefaultTimeout, [this](const std::string& what) {
+        kDefaultTimeout,
+        [self](const char* kind, uint64_t sequence, int64_t count) {
+          return CollectiveText(self, kind, sequence, count);
+        },
+        [this](const std::string& what) {
           Abort("tandem: collective timeout on rank " + std::to_string(rank_) + ": " + what);
         });
   }
@@ -135,7 +151,7 @@ CollectiveWatchdog& MpiCommunicator::watchdog() {
 
 CollectiveWatchdog::Watch MpiCommunicator::Watch(const char* kind, int64_t count) {
   if (check_fingerprints_) CheckFingerprints(kind, count);
-  return watchdog().Start(Context(kind, count));
+  return watchdog().Start(kind, sequence_, count);
 }
 
 void MpiCommunicator::CheckFingerprints(const char* kind, int64_t count) {
