@@ -1,9 +1,13 @@
 #include "parallel/launcher.h"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -34,10 +38,15 @@ class FirstFailure {
     aborted_ = aborted;
   }
 
-  void ThrowIfAny() const {
+  bool any() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rank_ >= 0;
+  }
+
+  void ThrowIfAny(const std::string& suffix = "") const {
     std::lock_guard<std::mutex> lock(mu_);
     if (rank_ < 0) return;
-    throw Error("worker " + std::to_string(rank_) + " failed: " + message_);
+    throw Error("worker " + std::to_string(rank_) + " failed: " + message_ + suffix);
   }
 
  private:
@@ -51,73 +60,136 @@ std::chrono::milliseconds TimeoutOf(const LaunchOptions& options) {
   return std::chrono::milliseconds(static_cast<int64_t>(options.collective_timeout_s * 1000));
 }
 
-void LaunchThreads(int workers, Device device, const LaunchOptions& options,
-                   const std::function<void(Worker&)>& fn) {
-  ThreadGroup group(workers);
-  group.set_timeout(TimeoutOf(options));
+// Note [Stuck workers]
+// ~~~~~~~~~~~~~~~~~~~~
+// After a failure, Launch aborts the group: workers waiting in a collective
+// wake up with CollectiveAbortedError and return. A worker stuck outside any
+// collective (a deadlock in user code, a read that never returns) cannot be
+// woken, and joining it would hang the run with the error unreported. So
+// Launch waits at most LaunchOptions::stop_grace_s after the first failure,
+// then detaches the workers still running and throws, naming them. The
+// process should then exit: an abandoned thread may still run user code.
+// What the threads share lives on the heap, owned by them and by Launch
+// together, so an abandoned thread that wakes up later touches nothing that
+// has been freed.
+struct ThreadLaunch {
+  ThreadLaunch(int workers, const std::function<void(Worker&)>& fn)
+      : group(workers), fn(fn), done(static_cast<size_t>(workers), false), running(workers) {}
+  ThreadGroup group;
 #ifdef TANDEM_WITH_CUDA
-  // Workers on GPUs also get an NCCL rank each (worker i on cuda:i, as in
-  // `run`), all created here before any thread starts; see NcclThreadGroup.
   std::unique_ptr<NcclThreadGroup> nccl;
-  if (device.is_cuda()) {
-    std::vector<int> gpus(workers);
-    for (int rank = 0; rank < workers; ++rank) gpus[rank] = rank;
-    nccl = std::make_unique<NcclThreadGroup>(gpus);
-  }
 #endif
+  FirstFailure failure;
+  const std::function<void(Worker&)> fn;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<bool> done;  // guarded by mu
+  int running;             // guarded by mu
+
   // Gives up on the host group and, on GPUs, on the NCCL ranks too: their
   // kernels would otherwise wait on the device for the failed worker forever.
-  auto abort_all = [&](const std::string& reason) {
+  void AbortAll(const std::string& reason) {
     group.Abort(reason);
 #ifdef TANDEM_WITH_CUDA
     if (nccl) nccl->Abort(reason);
 #endif
-  };
-  FirstFailure failure;
-  auto run = [&](int rank) {
-    // One GPU per worker thread: worker i drives cuda:i.
-    const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
-    Worker worker{rank, workers, mine, group.communicator(rank)};
-#ifdef TANDEM_WITH_CUDA
-    if (nccl) {
-      worker.device_comm = &nccl->communicator(rank);
-      nccl->communicator(rank).set_timeout(TimeoutOf(options));
-      if (options.check_collectives) {
-        nccl->communicator(rank).set_check_fingerprints(&worker.comm);
-      }
-    }
-#endif
-    std::string message;
-    try {
-      BindThreadToDevice(mine);
-      fn(worker);
-      return;
-    } catch (const CollectiveAbortedError& e) {
-      failure.Record(rank, e.what(), /*aborted=*/true);
-      return;
-    } catch (const std::exception& e) {
-      message = e.what();
-    } catch (...) {
-      message = "unknown exception (not derived from std::exception)";
-    }
-    // Record before aborting, so that an echo cannot be recorded first.
-    failure.Record(rank, message, /*aborted=*/false);
-    abort_all("worker " + std::to_string(rank) + " failed: " + message);
-  };
+  }
+  void Finished(int rank) {
+    std::lock_guard<std::mutex> lock(mu);
+    done[static_cast<size_t>(rank)] = true;
+    --running;
+    cv.notify_all();
+  }
+};
 
+void RunWorker(const std::shared_ptr<ThreadLaunch>& launch, int rank, Device device,
+               const LaunchOptions& options) {
+  ThreadLaunch& l = *launch;
+  // One GPU per worker thread: worker i drives cuda:i.
+  const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
+  Worker worker{rank, l.group.size(), mine, l.group.communicator(rank)};
+#ifdef TANDEM_WITH_CUDA
+  if (l.nccl) {
+    worker.device_comm = &l.nccl->communicator(rank);
+    l.nccl->communicator(rank).set_timeout(TimeoutOf(options));
+    if (options.check_collectives) {
+      l.nccl->communicator(rank).set_check_fingerprints(&worker.comm);
+    }
+  }
+#endif
+  std::string message;
+  try {
+    BindThreadToDevice(mine);
+    l.fn(worker);
+    return;
+  } catch (const CollectiveAbortedError& e) {
+    l.failure.Record(rank, e.what(), /*aborted=*/true);
+    return;
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "unknown exception (not derived from std::exception)";
+  }
+  // Record before aborting, so that an echo cannot be recorded first.
+  l.failure.Record(rank, message, /*aborted=*/false);
+  l.AbortAll("worker " + std::to_string(rank) + " failed: " + message);
+}
+
+void LaunchThreads(int workers, Device device, const LaunchOptions& options,
+                   const std::function<void(Worker&)>& fn) {
+  auto launch = std::make_shared<ThreadLaunch>(workers, fn);
+  launch->group.set_timeout(TimeoutOf(options));
+#ifdef TANDEM_WITH_CUDA
+  // Workers on GPUs also get an NCCL rank each (worker i on cuda:i, as in
+  // RunWorker), all created here before any thread starts; see NcclThreadGroup.
+  if (device.is_cuda()) {
+    std::vector<int> gpus(workers);
+    for (int rank = 0; rank < workers; ++rank) gpus[rank] = rank;
+    launch->nccl = std::make_unique<NcclThreadGroup>(gpus);
+  }
+#endif
   std::vector<std::thread> threads;
   threads.reserve(workers);
   try {
-    for (int rank = 0; rank < workers; ++rank) threads.emplace_back(run, rank);
+    for (int rank = 0; rank < workers; ++rank) {
+      threads.emplace_back([launch, rank, device, options] {
+        RunWorker(launch, rank, device, options);
+        launch->Finished(rank);
+      });
+    }
   } catch (...) {
     // Workers already running would wait for the missing ranks forever.
-    abort_all("could not start " + std::to_string(workers) +
-              " worker threads");
+    launch->AbortAll("could not start " + std::to_string(workers) + " worker threads");
     for (std::thread& t : threads) t.join();
     throw;
   }
-  for (std::thread& t : threads) t.join();
-  failure.ThrowIfAny();
+  // Every worker returns, or one fails and the rest get stop_grace_s to
+  // follow (Note [Stuck workers]).
+  std::vector<bool> done;
+  {
+    std::unique_lock<std::mutex> lock(launch->mu);
+    launch->cv.wait(lock, [&] { return launch->running == 0 || launch->failure.any(); });
+    const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(std::max(0.0, options.stop_grace_s)));
+    launch->cv.wait_for(lock, grace, [&] { return launch->running == 0; });
+    done = launch->done;
+  }
+  std::string stuck;
+  for (int rank = 0; rank < workers; ++rank) {
+    if (done[static_cast<size_t>(rank)]) {
+      threads[static_cast<size_t>(rank)].join();
+    } else {
+      threads[static_cast<size_t>(rank)].detach();
+      stuck += (stuck.empty() ? "" : ", ") + std::to_string(rank);
+    }
+  }
+  if (!stuck.empty()) {
+    std::ostringstream suffix;
+    suffix << "; worker(s) " << stuck << " did not stop within " << options.stop_grace_s
+           << " s of the failure and were abandoned, still running (end the process)";
+    launch->failure.ThrowIfAny(suffix.str());
+  }
+  launch->failure.ThrowIfAny();
 }
 
 // Open MPI, MPICH/Hydra and PMIx launchers (including Slurm's) each set one.

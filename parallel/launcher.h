@@ -17,7 +17,9 @@
 // the other workers' collectives throw instead of waiting for it, joins every
 // thread, then throws tandem::Error("worker <rank> failed: <message>") for
 // the first worker that failed for its own reason (not the workers that were
-// merely aborted). In mpi mode a worker that throws prints "rank <R> failed:
+// merely aborted). A worker that does not return within
+// LaunchOptions::stop_grace_s of the failure (stuck outside any collective)
+// is abandoned and named in that message. In mpi mode a worker that throws prints "rank <R> failed:
 // <message>" to stderr and calls MPI_Abort, which ends the whole mpirun job:
 // the other processes could otherwise wait in a collective forever.
 #ifndef TANDEM_PARALLEL_LAUNCHER_H_
@@ -51,6 +53,10 @@ struct LaunchOptions {
   // mismatch fails every rank naming who called what. ThreadCommunicator
   // always checks its own collectives.
   bool check_collectives = false;
+  // Threads mode: after a worker fails, how long Launch waits for the others
+  // to return before it reports the failure anyway, abandoning those still
+  // running (stuck outside any collective; see Note [Stuck workers]).
+  double stop_grace_s = 5.0;
 };
 
 struct Worker {

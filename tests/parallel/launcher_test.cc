@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -88,6 +89,44 @@ TEST(LauncherTest, FailingWorkerAbortsTheOthersAndIsReported) {
   // The original failure, not the other workers' "collective aborted".
   EXPECT_EQ(error, "worker 2 failed: loss is NaN at step 7");
   EXPECT_LT(seconds, 1.0);
+}
+
+// Note [Stuck workers]: worker 1 stops outside any collective; worker 0's
+// all-reduce times out; Launch reports that within the grace period instead
+// of waiting forever to join worker 1, and names worker 1 as abandoned.
+TEST(LauncherTest, StuckWorkerIsAbandonedAfterTheGracePeriod) {
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  LaunchOptions options = Threads(2);
+  options.collective_timeout_s = 0.3;
+  options.stop_grace_s = 0.5;
+  const Clock::time_point start = Clock::now();
+  const std::string error = ErrorText([&] {
+    Launch(options, [release, finished](Worker& w) {
+      if (w.rank == 1) {
+        while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        finished->store(true);
+        return;
+      }
+      std::vector<float> grads(10, 1.0f);
+      w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum);
+    });
+  });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(error.rfind("worker 0 failed: ", 0), 0u) << error;
+  EXPECT_NE(error.find("AllReduce #1"), std::string::npos) << error;
+  EXPECT_NE(error.find("; worker(s) 1 did not stop within 0.5 s of the failure and were "
+                       "abandoned"),
+            std::string::npos)
+      << error;
+  EXPECT_GE(seconds, 0.8);
+  EXPECT_LT(seconds, 3.0);
+  // The abandoned worker may still finish; the state it uses is still there.
+  release->store(true);
+  for (int i = 0; i < 200 && !finished->load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(finished->load());
 }
 
 TEST(LauncherTest, OtherWorkersSeeTheAbortReason) {
