@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Keeps the docs true. Every shell command in a fenced block of README.md or
-# docs/*.md must have a record in docs/commands.txt that says how it is
-# exercised, and the record is checked:
+# docs/*.md, and every inline code span that is a command (below), must have
+# a record in docs/commands.txt that says how it is exercised, and the record
+# is checked:
 #   run      this script runs it here, on the CPU, and checks its exit status
 #            (and output, where the record says what the docs promise);
 #   fails    this script runs it and checks that it fails with the text shown;
@@ -9,7 +10,23 @@
 #            (tools/device/*.sh, bench/*.sh) must contain it;
 #   script   it starts a device script itself: the script must exist, parse
 #            and, for .device/ paths, be carried by tools/device/bundle.sh;
-#   ci       CI runs it: .ci/run, or a script .ci/run runs, contains it.
+#   ci       CI runs it: .ci/run, a script .ci/run runs, or a script that a
+#            `run` record starts (CI runs this check) contains it;
+#   abbreviates $ FULL
+#            inline code only: it shortens FULL (`...`, placeholders such as
+#            N or <target>, a bare binary name, a fragment of FULL's script),
+#            FULL has a run, fails, device, script or ci record, and every
+#            other word of it is a word of FULL or of the script FULL starts.
+# An inline code span is a command when, after any VAR=VALUE words, it starts
+# with: `bazel ` (or `timeout N bazel `); mpirun, torchrun, python3, bash or
+# sh followed by an option or a file; sudo; the path of a binary or file
+# under bazel-bin/, bazel-out/, .device/, bin/ or ./ (not a folder: no
+# trailing /); a tools/ or bench/ .sh script, or .ci/run; $DIR/binary with
+# an argument; a Tandem binary by name (fashion_mnist, custom_layer, *_bench,
+# *_fuzzer) followed by an option; `... -` (a command with its start elided);
+# or it is a pipeline (`word ... | word`). So a flag (`--workers`), a target
+# (`//bench:dp_cpu_bench`), a source path (`parallel/reducer.h`), a folder
+# (`bench/`) or a bare tool name (`mpirun`, `nvidia-smi`) is not a command.
 # C++ blocks need a record too: `source` (copied from a file Bazel compiles;
 # checked line by line, in order) or `sketch` (illustrative, with a reason).
 # A command or block without a record, a record that no doc shows any more,
@@ -18,7 +35,8 @@
 #   tools/check_docs.sh             check the records, then run the CPU commands
 #   tools/check_docs.sh --static    check the records only; runs nothing (what
 #                                   //tests/tools:check_docs_test does, in < 1 s)
-#   tools/check_docs.sh --list      every command and C++ block with its record
+#   tools/check_docs.sh --list      every command (inline ones too) and C++ block
+#                                   with its record
 #   tools/check_docs.sh --only ERE  run only the commands matching ERE
 #   tools/check_docs.sh --slow      also run the records marked `slow`
 #
@@ -52,9 +70,11 @@ err() { echo "$*" >&2; errors=$((errors + 1)); }
 hint=""
 [ -n "${TEST_SRCDIR:-}" ] && hint=" (is it in data of tests/tools:check_docs_test?)"
 
-# --- The docs' fenced blocks -------------------------------------------------
+# --- The docs' fenced blocks and inline commands --------------------------------
 # One line per item, tab-separated: `sh FILE LINE COMMAND` (comments dropped,
-# `\` continuations joined, blanks squeezed), `cpp FILE LINE FIRST-LINE BODY`
+# `\` continuations joined, blanks squeezed), `inline FILE LINE COMMAND` (a
+# code span of running text or a table row that is a command, blanks
+# squeezed; LINE is where it starts), `cpp FILE LINE FIRST-LINE BODY`
 # (BODY: a file holding the block), `suspect FILE LINE TEXT` (a line of an
 # untagged or `text` block that looks like a command) or `error FILE LINE TEXT`.
 extract() {
@@ -77,14 +97,53 @@ extract() {
     # A line of an untagged block that a reader would type.
     my $looks = qr{^(?:\$\s|(?:timeout\s+\d+\s+)?bazel\s|mpirun\s|(?:bash|sh|python3?|sudo|apt-get|cp|cd)\s
                    |\S+\.(?:sh|py)(?:\s|$)|(?:\./|\.device/|bazel-bin/|bazel-out/|/tmp/)\S)}x;
+    # An inline code span that is a command (the header says why these):
+    # VAR=VALUE assignments, then one of the alternatives below.
+    my $command = qr{^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*
+      (?:(?:timeout\s+\d+\s+)?bazel\s+\S                        # bazel run, bazel --output_base=...
+       |(?:mpirun|torchrun|python3?|bash|sh)\s+(?:-|\S*[./])    # a launcher: an option or a file
+       |sudo\s+\S
+       |(?:bazel-bin|bazel-out|\.device|bin|\.)/\S*[^/\s](?:\s|$)  # a built binary (not a folder)
+       |(?:tools|bench)/\S+\.sh(?:\s|$)|\.ci/run(?:\s|$)         # a script
+       |\$\{?\w+\}?/\S+\s+\S                                     # $DIR/binary ARGS
+       |\w*(?:fashion_mnist|custom_layer|_bench|_fuzzer)\s+-     # a Tandem binary by name, with flags
+       |\.\.\.\s+-                                               # "... --flag": a command elided
+       |[\w.+-]+(?:\s+[^|\s]+)*\s+\|\s+\w)                       # a pipeline
+    }x;
+    # The code spans of a paragraph ([LINE, TEXT] pairs) that are commands.
+    sub spans {
+      my $file = shift;
+      my ($text, @at) = ("");
+      for my $p (@_) { push @at, [length $text, $p->[0]]; $text .= "$p->[1]\n" }
+      while ($text =~ /(?<!`)(`+)(?!`)/g) {
+        my $n = length $1;
+        my $open = pos($text) - $n;
+        if ($text !~ /\G(.*?)(?<!`)`{$n}(?!`)/gcs) { pos($text) = $open + $n; next }
+        my $span = $1;
+        $span =~ s/\n/ /g;
+        $span =~ s/^ (.*\S.*) $/$1/;
+        $span = squeeze($span);
+        my ($line) = map { $_->[1] } grep { $_->[0] <= $open } reverse @at;
+        print "inline\t$file\t$line\t$span\n" if $span =~ $command;
+      }
+    }
     for my $file (@ARGV) {
       open(my $fh, "<", $file) or die "$file: $!";
       my ($fence, $lang, $start, @body) = ("", "", 0);
+      my @para;  # running text: a paragraph, or a table row
       while (my $line = <$fh>) {
         chomp $line;
         if ($fence eq "") {
           if ($line =~ /^ {0,3}(`{3,}|~{3,})\s*([^\s`]*)/) {
+            spans($file, @para); @para = ();
             ($fence, $lang, $start, @body) = ($1, lc $2, $., ());
+          } elsif ($line =~ /^\s*$/) {
+            spans($file, @para); @para = ();
+          } elsif ($line =~ /^\s*\|/) {
+            spans($file, @para); @para = ();
+            spans($file, [$., $line]);
+          } else {
+            push @para, [$., $line];
           }
           next;
         }
@@ -124,6 +183,7 @@ extract() {
         push @body, $line;
       }
       print "error\t$file\t$start\tthe code block opened here is never closed\n" if $fence ne "";
+      spans($file, @para);
     }
   ' "$work" "$@"
 }
@@ -134,21 +194,24 @@ extract() {
 declare -a rec_key rec_line rec_dirs rec_where rec_body
 declare -A rec_of
 nrec=0 lineno=0
-squeeze() { local s="$*"; s=$(printf '%s' "$s" | tr -s ' \t' '  '); s=${s# }; printf '%s' "${s% }"; }
+# Sets $squeezed to its arguments with blanks squeezed (no subshell: the
+# manifest has hundreds of lines).
+squeeze() { local -a words; read -ra words <<< "$*"; squeezed="${words[*]}"; }
 while IFS= read -r raw || [ -n "$raw" ]; do
   lineno=$((lineno + 1))
   case "$raw" in
     '' | '#'*) continue ;;
     '$ '* | 'cpp '*)
       nrec=$((nrec + 1))
-      if [ "${raw:0:2}" = '$ ' ]; then key=$(squeeze "${raw:2}"); else key=$(squeeze "$raw"); fi
+      if [ "${raw:0:2}" = '$ ' ]; then squeeze "${raw:2}"; else squeeze "$raw"; fi
+      key=$squeezed
       rec_key[nrec]=$key rec_line[nrec]=$lineno rec_dirs[nrec]="" rec_where[nrec]=""
       if [ -n "${rec_of[$key]:-}" ]; then
         err "$manifest:$lineno: duplicate record (first at line ${rec_line[${rec_of[$key]}]}): $key"
       fi
       rec_of[$key]=$nrec ;;
     ' '* | $'\t'*)
-      d=$(squeeze "$raw")
+      squeeze "$raw"; d=$squeezed
       case "$d" in '#'*) continue ;; esac
       if [ $nrec = 0 ]; then err "$manifest:$lineno: a directive before any record"; continue; fi
       rec_dirs[nrec]+="$d"$'\n' ;;
@@ -158,10 +221,12 @@ done < "$manifest"
 
 # --- Every command and block has a record ----------------------------------------
 extract "${docs[@]}" > "$work/items" || { echo "check_docs: cannot read the docs" >&2; exit 1; }
-ncmd=0 ncpp=0
+ncmd=0 ninline=0 ncpp=0
+declare -a rec_block  # 1 where a code block shows the command
 while IFS=$'\t' read -r kind file line text body; do
   case "$kind" in
     sh) key=$text; ncmd=$((ncmd + 1)) ;;
+    inline) key=$text; ninline=$((ninline + 1)) ;;
     cpp) key="cpp $file: $text"; ncpp=$((ncpp + 1)) ;;
     suspect) err "$file:$line: this looks like a command in an untagged code block; fence it as \`\`\`sh and add it to $manifest: $text"; continue ;;
     *) err "$file:$line: $text"; continue ;;
@@ -173,6 +238,8 @@ while IFS=$'\t' read -r kind file line text body; do
   if [ -z "$i" ] && [ "$mode" != list ]; then
     if [ "$kind" = sh ]; then
       err "$file:$line: this command has no record in $manifest: $text"
+    elif [ "$kind" = inline ]; then
+      err "$file:$line: this command in inline code has no record in $manifest: $text"
     else
       err "$file:$line: this C++ block has no record in $manifest; add one starting: $key"
     fi
@@ -180,6 +247,7 @@ while IFS=$'\t' read -r kind file line text body; do
   fi
   [ -z "$i" ] && continue
   rec_where[i]+="$file:$line "
+  [ "$kind" = sh ] && rec_block[i]=1
   [ "$kind" = cpp ] && rec_body[i]=$body
 done < "$work/items"
 [ "$mode" = list ] && exit 0
@@ -251,8 +319,63 @@ compiled() {
   [ -f "$dir/BUILD" ] && grep -qF -- "\"${1#"$dir"/}\"" "$dir/BUILD"
 }
 
+# The script a .device/ path stands for: the carried tools/device/ or bench/
+# script of that name (nothing if none); any other path as it is.
+device_source() {
+  local path=$1 dir
+  if [[ "$path" != .device/* ]]; then echo "$path"; return; fi
+  for dir in tools/device bench; do
+    [ -f "$dir/${path#.device/}" ] && carried "$dir/${path#.device/}" && echo "$dir/${path#.device/}" && return
+  done
+}
+# Each record's kind (its first kind directive) and whether it is `slow`.
+declare -a rec_how rec_slow
+for ((i = 1; i <= nrec; i++)); do
+  rec_how[i]="" rec_slow[i]=0
+  while read -r word rest; do
+    case "$word" in
+      run | fails | device | script | ci | abbreviates | source | sketch)
+        [ -z "${rec_how[i]}" ] && rec_how[i]=$word ;;
+      slow) rec_slow[i]=1 ;;
+    esac
+  done <<< "${rec_dirs[i]}"
+done
+# Does a `run` record that CI runs (not `slow`) start the script?
+run_here() {  # script
+  local j
+  for ((j = 1; j <= nrec; j++)); do
+    [ "${rec_how[j]}" = run ] && [ "${rec_slow[j]}" = 0 ] || continue
+    [ "$(grep -oE '[^ ]+\.sh' <<< "${rec_key[j]}" | head -n 1)" = "$1" ] && return 0
+  done
+  return 1
+}
+# An abbreviation fits the command it abbreviates: each of its words, less
+# `...`, `[OPTIONAL]` words and placeholders (N, FILE, <name>, the N of
+# --flag=N), occurs as a word (blank- or =-delimited) in the full command or
+# in the script that the full command starts, both normalized; a binary's
+# bare name matches its path (fashion_mnist: bazel-bin/examples/fashion_mnist).
+abbreviation_fits() {  # abbreviation full-command
+  local src
+  src=$(device_source "$(grep -oE '[^ ]+\.sh' <<< "$2" | head -n 1)")
+  { printf '%s\n' "$2"; if [ -n "$src" ] && [ -f "$src" ]; then logical_lines "$src"; fi; } | normalize |
+    perl -e '
+      my $abbr = shift;
+      my $hay = " " . join(" ", map { chomp; $_ } <STDIN>) . " ";
+      for my $word (split / /, $abbr) {
+        next if $word eq "..." || $word =~ /^(?:\[.*\]|<[^>]*>|[A-Z][A-Z0-9_]*)$/;
+        (my $w = $word) =~ s/=[A-Z][A-Z0-9_]*$/=/;
+        my $re = join "", map { /^<[^>]*>$/ ? "[^\\s/]+" : quotemeta } split /(<[^>]*>)/, $w;
+        $re .= "\\S+" if $w ne $word;
+        $re = "(?:\@\\w+__)?$re" if $word =~ /^\w+$/;
+        next if $hay =~ /(?<=[\s=])$re(?=[\s=])/;
+        print "\"$word\" is not a word of the command it abbreviates" . ($ARGV[0] ? " or of $ARGV[0]" : "") . "\n";
+        exit 1;
+      }
+    ' "$(printf '%s\n' "$1" | normalize)" "$src"
+}
+
 declare -a run_list
-nrun=0 ndevice=0 nscript=0 nci=0 nsource=0 nsketch=0 nslow=0
+nrun=0 ndevice=0 nscript=0 nci=0 nabbrev=0 nsource=0 nsketch=0 nslow=0
 for ((i = 1; i <= nrec; i++)); do
   key=${rec_key[i]} at="$manifest:${rec_line[i]}"
   if [ -z "${rec_where[i]}" ]; then
@@ -263,21 +386,25 @@ for ((i = 1; i <= nrec; i++)); do
   while read -r word rest; do
     [ -z "$word" ] && continue
     case "$word" in
-      run | fails | device | script | ci | source | sketch)
+      run | fails | device | script | ci | abbreviates | source | sketch)
         [ -n "$how" ] && err "$at: '$how' and '$word' in one record"
         how=$word ;;
-      expect | last | reject | sub | timeout | slow) ok_dirs+="$word " ;;
+      expect | last | reject | sub | timeout | slow | smoke) ok_dirs+="$word " ;;
       *) err "$at: unknown directive '$word'" ;;
     esac
   done <<< "${rec_dirs[i]}"
   case "$key" in
     'cpp '*) [[ "$how" =~ ^(source|sketch)$ ]] || err "$at: a C++ block needs 'source FILE...' or 'sketch REASON'" ;;
-    *) [[ "$how" =~ ^(run|fails|device|script|ci)$ ]] || err "$at: a command needs run, fails, device, script or ci" ;;
+    *) [[ "$how" =~ ^(run|fails|device|script|ci|abbreviates)$ ]] ||
+         err "$at: a command needs run, fails, device, script, ci or abbreviates" ;;
   esac
   if [ -n "$ok_dirs" ] && [[ ! "$how" =~ ^(run|fails)$ ]]; then
-    err "$at: expect, last, reject, sub, timeout and slow go with run or fails only"
+    err "$at: expect, last, reject, sub, timeout, slow and smoke go with run or fails only"
   fi
-  args=$(sed -n "s/^$how \{0,1\}//p" <<< "${rec_dirs[i]}" | head -n 1)
+  args=""  # what follows the kind directive
+  while IFS= read -r d; do
+    if [[ -n "$how" && ( "$d" == "$how" || "$d" == "$how "* ) ]]; then args=${d#"$how"}; args=${args# }; break; fi
+  done <<< "${rec_dirs[i]}"
   case "$how" in
     run | fails)
       while IFS= read -r d; do
@@ -289,7 +416,7 @@ for ((i = 1; i <= nrec; i++)); do
         esac
       done <<< "${rec_dirs[i]}"
       [ "$how" = fails ] && [ -z "$args" ] && err "$at: write 'fails TEXT' (the text the docs show)"
-      if grep -q '^slow' <<< "${rec_dirs[i]}"; then nslow=$((nslow + 1)); fi
+      [ "${rec_slow[i]}" = 1 ] && nslow=$((nslow + 1))
       run_list+=("$i") ;;
     device)
       read -r script bindings <<< "$args"
@@ -306,14 +433,9 @@ for ((i = 1; i <= nrec; i++)); do
       if [ -z "$path" ]; then
         err "$at: 'script': the command names no .sh file"
       else
-        if [[ "$path" == .device/* ]]; then
-          src=""
-          for dir in tools/device bench; do
-            [ -f "$dir/${path#.device/}" ] && carried "$dir/${path#.device/}" && src=$dir/${path#.device/}
-          done
-          [ -n "$src" ] || err "$at: no carried script becomes $path (tools/device/bundle.sh copies them)"
-          path=$src
-        fi
+        src=$(device_source "$path")
+        [ -n "$src" ] || err "$at: no carried script becomes $path (tools/device/bundle.sh copies them)"
+        path=$src
         if [ -n "$path" ]; then
           if [ ! -f "$path" ]; then err "$at: no such script: $path$hint"
           elif ! bash -n "$path"; then err "$at: $path does not parse"
@@ -325,12 +447,29 @@ for ((i = 1; i <= nrec; i++)); do
       file=${args:-.ci/run}
       if [ ! -f "$file" ]; then
         err "$at: no such file: $file$hint"
-      elif [ "$file" != .ci/run ] && ! script_contains "$file" .ci/run; then
-        err "$at: $file is not run by .ci/run"
+      elif [ "$key" = .ci/run ] && [ "$file" = .ci/run ]; then
+        :  # CI's entry point itself
+      elif [ "$file" != .ci/run ] && ! script_contains "$file" .ci/run && ! run_here "$file"; then
+        err "$at: $file is run neither by .ci/run nor by a run record of $manifest that CI runs"
       elif ! script_contains "$key" "$file"; then
         err "$at: $file does not run this command"
       fi
       nci=$((nci + 1)) ;;
+    abbreviates)
+      full=${args#'$ '}
+      j=${rec_of[$full]:-}
+      if [[ "$args" != '$ '* ]]; then
+        err "$at: write 'abbreviates \$ FULL COMMAND' (the full command as its record starts)"
+      elif [ -n "${rec_block[i]:-}" ]; then
+        err "$at: a code block shows this command, so a reader copies it: it cannot be an abbreviation"
+      elif [ -z "$j" ]; then
+        err "$at: no record of the command it abbreviates: $full"
+      elif [[ ! "${rec_how[j]}" =~ ^(run|fails|device|script|ci)$ ]]; then
+        err "$at: the command it abbreviates ($manifest:${rec_line[j]}) is not exercised: run, fails, device, script or ci"
+      elif ! msg=$(abbreviation_fits "$key" "$full"); then
+        err "$at: $msg ($manifest:${rec_line[j]})"
+      fi
+      nabbrev=$((nabbrev + 1)) ;;
     source)
       if [ -z "$args" ]; then err "$at: write 'source FILE...'"; continue; fi
       for f in $args; do
@@ -347,7 +486,7 @@ for ((i = 1; i <= nrec; i++)); do
   esac
 done
 
-summary="$ncmd commands ($((${#run_list[@]})) run here ($nslow only with --slow), $ndevice in device scripts, $nscript device scripts, $nci by CI), $ncpp C++ blocks ($nsource from compiled sources, $nsketch sketches)"
+summary="$ncmd commands in code blocks and $ninline in inline code, $((${#run_list[@]} + ndevice + nscript + nci + nabbrev)) records: ${#run_list[@]} run here ($nslow only with --slow), $ndevice in device scripts, $nscript device scripts, $nci by CI, $nabbrev abbreviations of those; $ncpp C++ blocks ($nsource from compiled sources, $nsketch sketches)"
 if [ $errors -gt 0 ]; then
   echo "check_docs: $errors problem(s); see docs/architecture.md (\"Docs stay true\") and $manifest" >&2
   exit 1
@@ -366,14 +505,24 @@ failed=0 ran=0 total_start=$(date +%s)
 for i in "${run_list[@]}"; do
   key=${rec_key[i]} dirs=${rec_dirs[i]} at=${rec_where[i]%% *}
   [ -n "$only" ] && ! grep -qE -- "$only" <<< "$key" && continue
+  # A slow record with `smoke` substitutions runs shortened here (a fuzz
+  # run of seconds, one epoch) and as written under --slow; without any,
+  # only --slow runs it.
+  smoking=0
   if grep -q '^slow' <<< "$dirs" && [ $slow = 0 ]; then
-    echo "skip  (slow: tools/check_docs.sh --slow runs it)  $at  $key"
-    continue
+    if ! grep -q '^smoke ' <<< "$dirs"; then
+      echo "skip  (slow: tools/check_docs.sh --slow runs it)  $at  $key"
+      continue
+    fi
+    smoking=1
   fi
   cmd=$key limit=600
   while IFS= read -r d; do
     case "$d" in
       'sub '*) old=${d#sub }; old=${old%% => *}; new=${d#* => }; new=${new//'$DOCS_TMP'/$work/tmp}
+               cmd=${cmd//"$old"/"$new"} ;;
+      'smoke '*) [ $smoking = 1 ] || continue
+               old=${d#smoke }; old=${old%% => *}; new=${d#* => }; new=${new//'$DOCS_TMP'/$work/tmp}
                cmd=${cmd//"$old"/"$new"} ;;
       'timeout '*) limit=${d#timeout } ;;
     esac
@@ -407,7 +556,11 @@ for i in "${run_list[@]}"; do
   done <<< "$dirs"
   ran=$((ran + 1))
   if [ -z "$problem" ]; then
-    printf 'ok    %6s s  %s  %s\n' "$secs" "$at" "$key"
+    if [ $smoking = 1 ]; then
+      printf 'ok    %6s s  %s  %s\n      (smoke: %s)\n' "$secs" "$at" "$key" "$cmd"
+    else
+      printf 'ok    %6s s  %s  %s\n' "$secs" "$at" "$key"
+    fi
   else
     failed=$((failed + 1))
     printf 'FAIL  %6s s  %s  %s\n      %s\n' "$secs" "$at" "$key" "$problem"

@@ -16,6 +16,14 @@ PACKAGES=(
   libcli11-dev           # command-line flags
   dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
 )
+# `install_deps.sh --fuzz` (tools/test.sh): also what tools/fuzz.sh needs,
+# for the docs check's short fuzz runs.
+if [ "${1:-}" = "--fuzz" ]; then
+  PACKAGES+=(
+    clang-14             # tools/fuzz.sh: libFuzzer targets
+    libclang-rt-14-dev   # the libFuzzer runtime
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

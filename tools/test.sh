@@ -6,7 +6,7 @@
 # Extra arguments go to the first `bazel test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/install_deps.sh
+tools/install_deps.sh --fuzz
 bazel test //... "$@"
 # A separate output base keeps the sanitizer build from evicting the normal
 # one. MPI is left out: Open MPI's own lock-order inversions trip TSan (see
@@ -15,7 +15,6 @@ bazel --output_base="${TMPDIR:-/tmp}/tandem_bazel_tsan" test --config=tsan \
   --build_tests_only --test_tag_filters=-gpu,-mpi //tests/parallel/...
 # Every command in README.md and docs/*.md is accounted for in
 # docs/commands.txt, and the CPU ones run (docs/architecture.md, "Docs stay
-# true"). It takes 2.3 minutes here with the -c opt build cached (the README's
-# training run and the checkpoint example's are most of it), about 4.5 from
-# cold.
+# true"): the trainings the docs show, the CPU "which model when" table and
+# short fuzz runs (clang, installed by --fuzz above) take most of its time.
 tools/check_docs.sh
