@@ -4,6 +4,7 @@
 set -u
 unset TEST_PREMATURE_EXIT_FILE XML_OUTPUT_FILE
 export TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}  # Open MPI's session directory
+source "$PWD/tests/parallel/sanitizer_env.sh"  # Open MPI suppressions under TSan
 bin=$(realpath "$1")
 log=$(mktemp)
 fail() { echo "FAIL: $*"; cat "$log"; pkill -9 -f -- "$bin" 2>/dev/null; exit 1; }

@@ -12,6 +12,12 @@ cores and /dev/shm, and two at once were seen to clash.
 
 _TAGS = ["exclusive", "mpi"]
 
+# Sanitizer suppressions for Open MPI's own code (mpi_test.sh uses them).
+_SUPPRESSIONS = [
+    "//tests/parallel:openmpi_tsan.supp",
+    "//tests/parallel:sanitizer_env.sh",
+]
+
 def _label(binary):
     return binary if binary.startswith(":") or binary.startswith("//") else ":" + binary
 
@@ -22,7 +28,7 @@ def mpi_gtest_test(name, binary, ranks, size = "small", tags = []):
         size = size,
         srcs = ["//tests/parallel:mpi_test.sh"],
         args = ["gtest", "$(rootpath %s)" % _label(binary)] + [str(n) for n in ranks],
-        data = [_label(binary)],
+        data = [_label(binary)] + _SUPPRESSIONS,
         tags = tags + _TAGS,
     )
 
@@ -33,6 +39,6 @@ def mpi_abort_test(name, binary, ranks, text, args = [], size = "small"):
         size = size,
         srcs = ["//tests/parallel:mpi_test.sh"],
         args = ["abort", "$(rootpath %s)" % _label(binary), str(ranks), "'%s'" % text] + args,
-        data = [_label(binary)],
+        data = [_label(binary)] + _SUPPRESSIONS,
         tags = _TAGS,
     )

@@ -23,6 +23,8 @@ export GTEST_COLOR=no
 # without it: "PMIX ERROR ... unable to reach each other" when two MPI tests
 # ran at once.
 export TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
+# Sanitizer suppressions for Open MPI (sanitizer_env.sh).
+source "$PWD/tests/parallel/sanitizer_env.sh"
 
 mode=$1 binary=$2
 shift 2
