@@ -74,7 +74,7 @@ std::chrono::milliseconds TimeoutOf(const LaunchOptions& options) {
 // has been freed.
 struct ThreadLaunch {
   ThreadLaunch(int workers, const std::function<void(Worker&)>& fn)
-      : group(workers), fn(fn), done(static_cast<size_t>(workers), false), running(workers) {}
+      : group(workers), fn(fn), done(static_cast<size_t>(workers), false) {}
   ThreadGroup group;
 #ifdef TANDEM_WITH_CUDA
   std::unique_ptr<NcclThreadGroup> nccl;
@@ -84,7 +84,10 @@ struct ThreadLaunch {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<bool> done;  // guarded by mu
-  int running;             // guarded by mu
+
+  bool AllDone() const {  // requires mu
+    return std::find(done.begin(), done.end(), false) == done.end();
+  }
 
   // Gives up on the host group and, on GPUs, on the NCCL ranks too: their
   // kernels would otherwise wait on the device for the failed worker forever.
@@ -97,7 +100,6 @@ struct ThreadLaunch {
   void Finished(int rank) {
     std::lock_guard<std::mutex> lock(mu);
     done[static_cast<size_t>(rank)] = true;
-    --running;
     cv.notify_all();
   }
 };
@@ -168,10 +170,10 @@ void LaunchThreads(int workers, Device device, const LaunchOptions& options,
   std::vector<bool> done;
   {
     std::unique_lock<std::mutex> lock(launch->mu);
-    launch->cv.wait(lock, [&] { return launch->running == 0 || launch->failure.any(); });
+    launch->cv.wait(lock, [&] { return launch->AllDone() || launch->failure.any(); });
     const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(std::max(0.0, options.stop_grace_s)));
-    launch->cv.wait_for(lock, grace, [&] { return launch->running == 0; });
+    launch->cv.wait_for(lock, grace, [&] { return launch->AllDone(); });
     done = launch->done;
   }
   std::string stuck;

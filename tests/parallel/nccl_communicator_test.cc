@@ -49,12 +49,15 @@ std::string NeedGpus(int n) {
     if (!why.empty()) GTEST_SKIP() << why;                            \
   } while (0)
 
-// Runs fn on `workers` worker threads, worker i on cuda:i.
-void LaunchOnGpus(int workers, const std::function<void(Worker&)>& fn) {
+// Runs fn on `workers` worker threads, worker i on cuda:i;
+// check_collectives turns on the debug fingerprints.
+void LaunchOnGpus(int workers, const std::function<void(Worker&)>& fn,
+                  bool check_collectives = false) {
   LaunchOptions options;
   options.mode = "threads";
   options.workers = workers;
   options.device = "cuda";
+  options.check_collectives = check_collectives;
   Launch(options, fn);
 }
 
@@ -500,18 +503,16 @@ TEST(NcclCommunicatorTest, FailingWorkerAbortsTheOthersCollective) {
 // of NCCL pairing mismatched buffers.
 std::string MismatchError(const std::function<void(Worker&, float*)>& collective) {
   constexpr int64_t kN = 1000;
-  LaunchOptions options;
-  options.mode = "threads";
-  options.workers = kWorkers;
-  options.device = "cuda";
-  options.check_collectives = true;
   try {
-    Launch(options, [&](Worker& w) {
-      DeviceBuffer data(w, kN);
-      data.Upload(RankValues(w.rank, kN));
-      w.device_comm->AllReduce(data.get(), kN, ReduceOp::kSum);  // #1 agrees
-      collective(w, data.get());
-    });
+    LaunchOnGpus(
+        kWorkers,
+        [&](Worker& w) {
+          DeviceBuffer data(w, kN);
+          data.Upload(RankValues(w.rank, kN));
+          w.device_comm->AllReduce(data.get(), kN, ReduceOp::kSum);  // #1 agrees
+          collective(w, data.get());
+        },
+        /*check_collectives=*/true);
   } catch (const Error& e) {
     return e.what();
   }
