@@ -1,5 +1,5 @@
-// Single-GPU training-step benchmark: Tandem's MLP step (ZeroGrad, Forward,
-// MSE, Backward, SGD) on cuda:0, side by side with the cuBLAS SGEMM rate
+// Single-GPU training-step benchmark: Tandem's MLP step (Forward, MSE,
+// Backward, SGD; with --grads=accumulate also ZeroGrad) on cuda:0, side by side with the cuBLAS SGEMM rate
 // measured in the same process, on the same device.
 //
 //   bazel build -c opt //bench:gpu_step_bench
@@ -13,7 +13,11 @@
 // N(0, 1) targets (large) or one-hot rows of random classes (small), plain
 // SGD with lr 1e-3. Inputs are N(0, 1), on the device, in --sets distinct
 // batches used in turn, so a step never finds last step's input in L2.
-// fp32 throughout; TF32 stays off unless --tf32.
+// fp32 throughout; TF32 stays off unless --tf32. --grads picks how the step
+// handles gradients: fused_sgd (the default; Sgd::FuseIntoBackward, plain
+// SGD applied by each layer's weight-gradient GEMM), overwrite (Backward
+// writes gradients, Sgd::Step applies them, no ZeroGrad) or accumulate
+// (ZeroGrad, Backward adds into gradients, Sgd::Step: the textbook loop).
 //
 // Timing: --warmup untimed steps, then --repeats runs of --steps steps, each
 // run timed with CUDA events recorded on the compute stream
@@ -93,6 +97,10 @@ struct Options {
   int64_t sgemm_size = 8192;
   float lr = 1e-3f;
   uint64_t seed = 42;
+  // Where Backward puts gradients (GradTarget): accumulate (ZeroGrad, then
+  // Backward adds, then Sgd::Step), overwrite (no ZeroGrad) or fused_sgd
+  // (Sgd::FuseIntoBackward: no gradients, no Step pass).
+  std::string grads = "fused_sgd";
 };
 
 const Device kDevice = Device::Cuda(0);
@@ -155,11 +163,21 @@ class Trainer {
     SgdParams sgd;
     sgd.lr = options.lr;  // no momentum, no weight decay
     sgd_ = std::make_unique<Sgd>(model_->Parameters(), sgd);
+    if (options.grads == "fused_sgd") {
+      TANDEM_CHECK(sgd_->FuseIntoBackward(*model_)) << "SGD cannot be fused into this model";
+    } else if (options.grads == "overwrite") {
+      TANDEM_CHECK(model_->SetGradTarget(GradTarget::Overwrite()))
+          << "this model cannot overwrite gradients";
+      zero_grad_ = false;
+    } else {
+      TANDEM_CHECK(options.grads == "accumulate")
+          << "--grads must be accumulate, overwrite or fused_sgd, got '" << options.grads << "'";
+    }
   }
 
   // Returns the loss, [1] on the device (not waited for).
   Tensor Step(const Tensor& x, const Tensor& y) {
-    sgd_->ZeroGrad();
+    if (zero_grad_) sgd_->ZeroGrad();  // does nothing when fused
     Tensor pred = model_->Forward(x);
     Tensor value = loss_.Forward(pred, y);
     model_->Backward(loss_.Backward());
@@ -182,6 +200,7 @@ class Trainer {
   std::unique_ptr<Sequential> model_;
   MseLoss loss_;
   std::unique_ptr<Sgd> sgd_;
+  bool zero_grad_ = true;
 };
 
 // Note [Graph capture]
@@ -410,13 +429,17 @@ GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
 // Linear runs a GEMM and a bias(+activation) kernel forward, and
 // [activation backward,] dW GEMM, bias ColumnSums, dx GEMM backward; MSE is a
 // partial-sum kernel plus a final sum; SGD is one kernel per parameter.
-int TandemCallsPerStep(const ModelSpec& spec) {
+// Only --grads=accumulate zeroes, and fused_sgd has no SGD pass (the dW GEMM
+// and ColumnSums update the parameters).
+int TandemCallsPerStep(const ModelSpec& spec, const std::string& grads) {
   const int layers = static_cast<int>(spec.sizes.size()) - 1;
   const int params = 2 * layers;
   const int hidden = layers - 1;  // layers with a fused ReLU
+  const int zero = grads == "accumulate" ? params : 0;
+  const int sgd = grads == "fused_sgd" ? 0 : params;
   // Backward: per layer dW GEMM, ColumnSums and dx GEMM (none for the
   // first layer), plus ReLU-backward on the hidden layers.
-  return params + 2 * layers + 2 + (3 * layers - 1 + hidden) + params;
+  return zero + 2 * layers + 2 + (3 * layers - 1 + hidden) + sgd;
 }
 
 double Norm(const std::vector<float>& v) {
@@ -495,7 +518,7 @@ std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Opt
                     int kernels, float loss_value) {
     bench::Row row;
     row.Add("bench", "gpu_step").Add("impl", "tandem").Add("model", spec.name)
-        .Add("batch", batch).Add("mode", mode).Add("params", params)
+        .Add("batch", batch).Add("mode", mode).Add("grads", o.grads).Add("params", params)
         .Add("tf32", o.tf32 ? 1 : 0).Add("steps", t.steps).Add("repeats", o.repeats)
         .Add("step_ms", t.gpu_ms, 4)
         .Add("samples_per_s", batch / (t.gpu_ms * 1e-3), 0)
@@ -508,7 +531,7 @@ std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Opt
       row.Add("gemm_sum_ms", gemms.all_ms, 4)
           .Add("gemm_share", gemms.all_ms / t.gpu_ms, 3);
     }
-    row.Add("host_ms", t.host_ms, 4).Add("calls_per_step", TandemCallsPerStep(spec));
+    row.Add("host_ms", t.host_ms, 4).Add("calls_per_step", TandemCallsPerStep(spec, o.grads));
     if (nodes >= 0) row.Add("graph_nodes", nodes).Add("graph_kernels", kernels);
     row.Add("cuda_mallocs_timed", mallocs).Add("loss", loss_value, 5);
     TANDEM_CHECK(std::isfinite(loss_value))
@@ -568,6 +591,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no_gemm", o.gemm, "skip the GEMM-alone measurements");
   app.add_option("--sgemm_size", o.sgemm_size, "size of the square reference SGEMM");
   app.add_option("--lr", o.lr, "SGD learning rate");
+  app.add_option("--grads", o.grads,
+                 "accumulate (ZeroGrad + Step), overwrite (no ZeroGrad) or fused_sgd "
+                 "(SGD inside Backward)");
   app.add_option("--seed", o.seed, "seed for weights and data");
   CLI11_PARSE(app, argc, argv);
 

@@ -76,6 +76,10 @@ run torch    75 python3 "$py/torch_reference.py" --model=all
 run tandem_2 75 "$bin" --model=all --graph
 # One configuration alone, as docs/benchmarks.md shows it (a few seconds).
 run tandem_large_4096 75 "$bin" --model=large --batch=4096 --steps=20
+# The other ways of handling gradients (gpu_step_bench --grads), at the
+# batch where they matter: what fusing SGD into Backward is worth.
+run tandem_accumulate 75 "$bin" --model=large --batch=512 --grads=accumulate --no_gemm
+run tandem_overwrite 75 "$bin" --model=large --batch=512 --grads=overwrite --no_gemm
 # Where GEMM time could still come from: the step's GEMMs under other issue
 # strategies (docs/benchmarks.md, "GEMM strategies"); about 10 s each.
 gemm=$(dirname "$bin")/bench__gemm_strategy_bench
@@ -97,6 +101,8 @@ echo "== Tandem run 1 (full table)"
 sed -n '/^ *model  *batch/,$p' "$out/tandem_1.log"
 echo "== PyTorch"
 sed -n '/^ *model  *batch/,$p' "$out/torch.log"
+echo "== large/512 by --grads (fused_sgd is tandem_1's)"
+grep -h '^result' "$out/tandem_accumulate.log" "$out/tandem_overwrite.log"
 echo "== GEMM strategies"
 grep -h '^result' "$out/gemm_large_512.log" "$out/gemm_small_256.log"
 echo "== Comparison (slowest of the Tandem runs; targets from the issue)"

@@ -72,6 +72,24 @@ class Backend {
   // A marker at the current end of this context's queue (see TimeMarker).
   virtual std::unique_ptr<TimeMarker> Mark() = 0;
 
+  // The side lane: a second queue beside the main one, for work that may
+  // overlap what the main queue does next. A layer's weight gradient needs
+  // nothing that the next layer's backward needs, so it can run beside the
+  // input-gradient GEMM that the next layer waits for (on a GPU the two then
+  // share the SMs, and neither leaves them idle at its tail).
+  //   BeginSideLane: ops the calling thread queues from now on go to the side
+  //     lane, and start only after everything queued on the main lane so far.
+  //   EndSideLane: back to the main lane; nothing waits.
+  //   JoinSideLane: the main lane waits for all side-lane work queued so far
+  //     (free when there is none). Host copies, Synchronize and Mark join
+  //     first, so the host never sees side-lane work half done.
+  // Memory the side lane reads or writes must stay alive until the join (see
+  // Note [Stream-ordered reuse] in core/cuda/caching_allocator.h). The CPU
+  // runs every op at once, in call order, so there these do nothing.
+  virtual void BeginSideLane() {}
+  virtual void EndSideLane() {}
+  virtual void JoinSideLane() {}
+
   // C[m, n] = alpha * op(A) * op(B) + beta * C, where op(A) is [m, k] and
   // op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m].
   virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
@@ -82,9 +100,9 @@ class Backend {
   virtual void BiasActivation(Activation activation, const float* x,
                               const float* bias, float* pre, float* out,
                               int64_t rows, int64_t cols) = 0;
-  // out[c] = beta * out[c] + sum_r x[r, c].
+  // out[c] = beta * out[c] + alpha * sum_r x[r, c].
   virtual void ColumnSums(const float* x, int64_t rows, int64_t cols,
-                          float beta, float* out) = 0;
+                          float alpha, float beta, float* out) = 0;
   virtual void Binary(BinaryOp op, const float* a, const float* b, float* out,
                       int64_t n) = 0;
   // y += alpha * x.

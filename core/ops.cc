@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
 
 namespace tandem {
@@ -94,14 +95,15 @@ void AddBias(Tensor& x, const Tensor& bias) {
   BiasActivation(Activation::kIdentity, x, bias, nullptr, x);
 }
 
-void ColumnSums(const Tensor& x, Tensor& out, float beta) {
+void ColumnSums(const Tensor& x, Tensor& out, float beta, float alpha) {
   CheckSameDevice("ColumnSums", {&x, &out});
   CheckMatrix("ColumnSums", "x", x);
   TANDEM_CHECK(out.numel() == x.dim(1))
       << "ColumnSums: out " << ShapeToString(out.shape()) << " for x "
       << ShapeToString(x.shape());
   if (out.numel() == 0) return;
-  out.backend().ColumnSums(x.data(), x.dim(0), x.dim(1), beta, out.data());
+  out.backend().ColumnSums(x.data(), x.dim(0), x.dim(1), alpha, beta,
+                           out.data());
 }
 
 namespace {
@@ -261,6 +263,14 @@ void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,
   param.backend().AdamWUpdate(params, step, param.data(), grad.data(), m.data(),
                               v.data(), param.numel());
 }
+
+SideLane::SideLane(Device device) : backend_(GetBackend(device)) {
+  backend_.BeginSideLane();
+}
+
+SideLane::~SideLane() { backend_.EndSideLane(); }
+
+void JoinSideLane(Device device) { GetBackend(device).JoinSideLane(); }
 
 }  // namespace ops
 }  // namespace tandem

@@ -28,8 +28,9 @@ void BiasActivation(Activation activation, const Tensor& x, const Tensor& bias,
                     Tensor* pre, Tensor& out);
 // x += bias, row by row.
 void AddBias(Tensor& x, const Tensor& bias);
-// out = beta * out + column sums of x [rows, cols]; out is [cols].
-void ColumnSums(const Tensor& x, Tensor& out, float beta = 0.f);
+// out = beta * out + alpha * column sums of x [rows, cols]; out is [cols].
+void ColumnSums(const Tensor& x, Tensor& out, float beta = 0.f,
+                float alpha = 1.f);
 void Add(const Tensor& a, const Tensor& b, Tensor& out);
 void Sub(const Tensor& a, const Tensor& b, Tensor& out);
 void Mul(const Tensor& a, const Tensor& b, Tensor& out);
@@ -58,6 +59,26 @@ void DropoutMask(float p, uint64_t seed, uint64_t offset, Tensor& mask);
 // first_bad [1] (start it at -1) records the first step whose loss [1] was
 // NaN or infinite. Steps must be < 2^24 to be exact in a float.
 void TrackNonFinite(const Tensor& loss, int64_t step, Tensor& first_bad);
+// The side lane of `device`'s backend (Backend::BeginSideLane): ops the
+// calling thread queues while a SideLane is alive go there.
+//
+//   { ops::SideLane side(x.device());
+//     ops::Gemm(dz, true, x, false, dw, 1.f, 0.f); }  // beside what follows
+//   ...
+//   ops::JoinSideLane(x.device());                     // before reading dw
+class SideLane {
+ public:
+  explicit SideLane(Device device);
+  ~SideLane();
+  SideLane(const SideLane&) = delete;
+  SideLane& operator=(const SideLane&) = delete;
+
+ private:
+  Backend& backend_;
+};
+// The main lane of `device` waits for the side lane's work so far.
+void JoinSideLane(Device device);
+
 void SgdUpdate(const SgdParams& params, Tensor& param, const Tensor& grad,
                Tensor* velocity);
 void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,

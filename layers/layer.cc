@@ -4,8 +4,28 @@
 
 namespace tandem {
 
+const char* GradTargetName(GradTarget::Kind kind) {
+  switch (kind) {
+    case GradTarget::kAccumulate: return "accumulate";
+    case GradTarget::kOverwrite: return "overwrite";
+    case GradTarget::kApplySgd: return "apply-sgd";
+  }
+  return "?";
+}
+
+bool Layer::SetGradTarget(GradTarget target) {
+  if (target.kind != GradTarget::kAccumulate && !Parameters().empty()) {
+    return false;
+  }
+  grad_target_ = target;
+  return true;
+}
+
 void ZeroGrad(Layer& layer) {
-  for (Parameter& p : layer.Parameters()) ops::Fill(*p.grad, 0.f);
+  for (Parameter& p : layer.Parameters()) {
+    ops::JoinSideLane(p.grad->device());  // free unless Backward left work
+    ops::Fill(*p.grad, 0.f);
+  }
 }
 
 void MoveTo(Layer& layer, Device device) {

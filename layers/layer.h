@@ -35,6 +35,28 @@ struct Parameter {
   Tensor* grad;
 };
 
+// Where Backward puts a layer's parameter gradients.
+//   kAccumulate: added to the gradient tensors (the default), so several
+//     backward passes (micro-batches) accumulate between ZeroGrad calls.
+//   kOverwrite: written over them; no ZeroGrad is needed, and no gradient is
+//     read back, when each step has one backward pass.
+//   kApplySgd: Backward writes each gradient and applies plain SGD to its
+//     parameters at once (p -= lr * dL/dp), layer by layer, instead of one
+//     optimizer pass after backward: on a GPU the updates then run beside
+//     the next layers' backward GEMMs. Only for plain SGD (no momentum or
+//     weight decay) with nothing that must see the gradients before the
+//     update (no all-reduce, no clipping): see Sgd::FuseIntoBackward.
+struct GradTarget {
+  enum Kind { kAccumulate, kOverwrite, kApplySgd };
+  Kind kind = kAccumulate;
+  float lr = 0.f;  // kApplySgd only
+
+  static GradTarget Accumulate() { return {kAccumulate, 0.f}; }
+  static GradTarget Overwrite() { return {kOverwrite, 0.f}; }
+  static GradTarget ApplySgd(float lr) { return {kApplySgd, lr}; }
+};
+const char* GradTargetName(GradTarget::Kind kind);
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -61,12 +83,23 @@ class Layer {
   virtual void SetNeedsInputGrad(bool needed) { needs_input_grad_ = needed; }
   bool needs_input_grad() const { return needs_input_grad_; }
 
+  // Switches where Backward puts gradients (GradTarget). Returns false, and
+  // changes nothing, when the layer cannot: the default accepts any target
+  // for a layer without parameters and only kAccumulate otherwise, so a
+  // custom layer that adds into its gradients stays correct. Layers that
+  // implement the other targets override this (Linear, Sequential).
+  virtual bool SetGradTarget(GradTarget target);
+  const GradTarget& grad_target() const { return grad_target_; }
+
  protected:
   virtual void OnModeChange() {}
+  // For overrides of SetGradTarget that accept `target`.
+  void set_grad_target(GradTarget target) { grad_target_ = target; }
 
  private:
   bool training_ = true;
   bool needs_input_grad_ = true;
+  GradTarget grad_target_;
 };
 
 // Sets every gradient of `layer` to zero.

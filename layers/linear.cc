@@ -89,6 +89,8 @@ Tensor Linear::Forward(const Tensor& x) {
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
+  // A previous Backward may have left an update of W on the side lane.
+  ops::JoinSideLane(x.device());
   input_ = x;
   Tensor y = Tensor::Empty({x.dim(0), out_}, x.device());
   ops::Gemm(x, false, weight_, true, y);  // [batch, in] x [out, in]^T
@@ -107,6 +109,14 @@ Tensor Linear::Forward(const Tensor& x) {
   return out;
 }
 
+bool Linear::SetGradTarget(GradTarget target) {
+  TANDEM_CHECK(target.kind != GradTarget::kApplySgd || target.lr >= 0.f)
+      << "layer '" << name_ << "': SGD in backward needs a learning rate >= 0, got "
+      << target.lr;
+  set_grad_target(target);
+  return true;
+}
+
 Tensor Linear::Backward(const Tensor& dy) {
   TANDEM_CHECK(input_.defined()) << "layer '" << name_
                                  << "': Backward called before Forward";
@@ -114,16 +124,44 @@ Tensor Linear::Backward(const Tensor& dy) {
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
       << ") got output gradient " << ShapeToString(dy.shape())
       << ": expected [" << input_.dim(0) << ", " << out_ << "]";
-  Tensor dz = dy;
+  // A member, not a local: the side lane may still read it after Backward
+  // returns, and its memory must not be handed to the next layer meanwhile.
+  grad_output_ = dy;
   if (options_.activation != Activation::kIdentity) {
-    dz = Tensor::Empty(dy.shape(), dy.device());
-    ops::ActivationBackward(options_.activation, pre_activation_, dy, dz);
+    grad_output_ = Tensor::Empty(dy.shape(), dy.device());
+    ops::ActivationBackward(options_.activation, pre_activation_, dy,
+                            grad_output_);
   }
-  ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, 1.f);  // += dz^T x
-  if (options_.bias) ops::ColumnSums(dz, bias_grad_, 1.f);
-  if (!needs_input_grad()) return Tensor();
-  Tensor dx = Tensor::Empty(input_.shape(), dy.device());
-  ops::Gemm(dz, false, weight_, false, dx);  // [batch, out] x [out, in]
+  const Tensor& dz = grad_output_;
+  const Device device = dy.device();
+  const bool apply_sgd = grad_target().kind == GradTarget::kApplySgd;
+  {
+    // The weight gradient runs on the side lane beside the input gradient,
+    // which the next layer waits for; Sequential::Backward (and any reader
+    // of the gradients) joins the lanes.
+    const float beta = grad_target().kind == GradTarget::kAccumulate ? 1.f : 0.f;
+    ops::SideLane side(device);
+    ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, beta);  // dz^T x
+    if (options_.bias) ops::ColumnSums(dz, bias_grad_, beta);
+  }
+  Tensor dx;
+  if (needs_input_grad()) {
+    dx = Tensor::Empty(input_.shape(), device);
+    ops::Gemm(dz, false, weight_, false, dx);  // [batch, out] x [out, in]
+  }
+  if (apply_sgd) {
+    // The update overwrites W, which the input gradient just queued reads:
+    // a second side-lane section starts after it, so the update's memory
+    // traffic runs beside the next layer's GEMMs instead of after backward.
+    // (Folding the update into the weight-gradient GEMM's epilogue, beta = 1
+    // on W, makes that GEMM wait for the input gradient, so it no longer
+    // runs beside it; docs/benchmarks.md has both measured.)
+    SgdParams sgd;
+    sgd.lr = grad_target().lr;
+    ops::SideLane side(device);
+    ops::SgdUpdate(sgd, weight_, weight_grad_, nullptr);
+    if (options_.bias) ops::SgdUpdate(sgd, bias_, bias_grad_, nullptr);
+  }
   return dx;
 }
 

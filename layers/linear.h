@@ -5,6 +5,7 @@
 //   Linear fc("fc1", 784, 512, rng, LinearOptions{Activation::kRelu});
 //   Tensor y = fc.Forward(x);          // x [batch, 784] -> y [batch, 512]
 //   Tensor dx = fc.Backward(dy);       // adds into fc's weight/bias grads
+//   fc.SetGradTarget(GradTarget::ApplySgd(0.1f));  // or: SGD in Backward
 #ifndef TANDEM_LAYERS_LINEAR_H_
 #define TANDEM_LAYERS_LINEAR_H_
 
@@ -43,7 +44,13 @@ class Linear : public Layer {
          LinearOptions options = {});
 
   Tensor Forward(const Tensor& x) override;
+  // Adds into (or, per grad_target(), overwrites) the weight and bias
+  // gradients, or applies SGD to the weight and bias. The parameter work
+  // runs on the device's side lane (Backend::BeginSideLane); join it before
+  // reading gradients or parameters outside Tandem's ops.
   Tensor Backward(const Tensor& dy) override;
+  // Accepts every GradTarget.
+  bool SetGradTarget(GradTarget target) override;
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }
   std::string Describe() const override;
@@ -62,6 +69,7 @@ class Linear : public Layer {
   Tensor bias_, bias_grad_;      // [out]
   Tensor input_;                 // [batch, in], from the last Forward
   Tensor pre_activation_;        // [batch, out], when an activation is fused
+  Tensor grad_output_;           // [batch, out], d loss / d (x W^T + b)
 };
 
 }  // namespace tandem

@@ -25,7 +25,21 @@ Optimizer::Optimizer(std::vector<Parameter> params) : params_(std::move(params))
 }
 
 void Optimizer::ZeroGrad() {
+  if (fused_into_ != nullptr) return;  // no gradients are kept
+  JoinParameterWork();
   for (Parameter& p : params_) ops::Fill(*p.grad, 0.f);
+}
+
+void Optimizer::JoinParameterWork() {
+  // Layers may leave gradient work on the side lane (Linear); joining an
+  // already joined lane is free, and models live on one device or a few.
+  Device last = Device::Cpu();
+  for (const Parameter& p : params_) {
+    const Device d = p.value->device();
+    if (d == last) continue;
+    ops::JoinSideLane(d);
+    last = d;
+  }
 }
 
 Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
@@ -45,9 +59,33 @@ Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
 void Sgd::set_lr(float lr) {
   CheckLr(lr);
   options_.lr = lr;
+  if (fused_into_ != nullptr) {
+    TANDEM_CHECK(fused_into_->SetGradTarget(GradTarget::ApplySgd(lr)))
+        << "model '" << fused_into_->Name()
+        << "' no longer accepts SGD in backward";
+  }
+}
+
+bool Sgd::FuseIntoBackward(Layer& model) {
+  if (options_.momentum != 0.f || options_.weight_decay != 0.f) return false;
+  if (!model.SetGradTarget(GradTarget::ApplySgd(options_.lr))) return false;
+  fused_into_ = &model;
+  return true;
+}
+
+void Sgd::Unfuse() {
+  if (fused_into_ == nullptr) return;
+  fused_into_->SetGradTarget(GradTarget::Accumulate());
+  fused_into_ = nullptr;
+  ZeroGrad();  // the gradients were not kept up to date meanwhile
 }
 
 void Sgd::Step() {
+  if (fused_into_ != nullptr) {  // Backward has applied the update
+    ++steps_;
+    return;
+  }
+  JoinParameterWork();
   for (size_t i = 0; i < params_.size(); ++i) {
     ops::SgdUpdate(options_, *params_[i].value, *params_[i].grad,
                    velocity_.empty() ? nullptr : &velocity_[i]);
@@ -82,6 +120,7 @@ void AdamW::set_lr(float lr) {
 }
 
 void AdamW::Step() {
+  JoinParameterWork();
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     ops::AdamWUpdate(options_, steps_, *params_[i].value, *params_[i].grad,

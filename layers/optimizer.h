@@ -38,15 +38,34 @@ class Optimizer {
   // Named state tensors ("fc1.weight.momentum", ...), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor*>> State() = 0;
   const std::vector<Parameter>& parameters() const { return params_; }
+  // The model this optimizer runs inside of (Sgd::FuseIntoBackward), or null.
+  Layer* fused_into() const { return fused_into_; }
 
  protected:
+  // The main lane of each parameter's device waits for the layers' side-lane
+  // work (Backend::BeginSideLane) before gradients are read or cleared.
+  void JoinParameterWork();
+
   std::vector<Parameter> params_;
   int64_t steps_ = 0;
+  Layer* fused_into_ = nullptr;
 };
 
 class Sgd : public Optimizer {
  public:
   Sgd(std::vector<Parameter> params, SgdParams options);
+  // Plain SGD folded into `model`'s Backward (GradTarget::kApplySgd), which
+  // must be the model these parameters came from: Backward then updates the
+  // parameters itself, Step only counts steps, ZeroGrad does nothing and
+  // set_lr reaches the model. For one worker only: nothing may need the
+  // gradients (a data-parallel all-reduce does). Returns false, changing
+  // nothing, with momentum or weight decay or when a layer cannot do it.
+  //
+  //   Sgd sgd(model.Parameters(), {0.01f});
+  //   sgd.FuseIntoBackward(model);     // then the usual loop, unchanged
+  bool FuseIntoBackward(Layer& model);
+  // Back to separate Step()s; gradients start from zero.
+  void Unfuse();
   void Step() override;
   std::string Name() const override { return "sgd"; }
   float lr() const override { return options_.lr; }

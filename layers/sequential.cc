@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/ops.h"
 
 namespace tandem {
 
@@ -14,6 +15,10 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
         << layer->Name() << "': names must be unique (they key checkpoints)";
   }
   layer->SetTraining(training());
+  TANDEM_CHECK(layer->SetGradTarget(grad_target()))
+      << "Sequential '" << name_ << "' writes gradients as "
+      << GradTargetName(grad_target().kind) << ", which layer '"
+      << layer->Name() << "' cannot do: add layers before SetGradTarget";
   if (layers_.empty() && !needs_input_grad()) layer->SetNeedsInputGrad(false);
   layers_.push_back(std::move(layer));
   return *layers_.back();
@@ -22,6 +27,19 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
 void Sequential::SetNeedsInputGrad(bool needed) {
   Layer::SetNeedsInputGrad(needed);
   if (!layers_.empty()) layers_.front()->SetNeedsInputGrad(needed);
+}
+
+bool Sequential::SetGradTarget(GradTarget target) {
+  const GradTarget before = grad_target();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i]->SetGradTarget(target)) {
+      // All or nothing: put back the ones already switched.
+      for (size_t j = 0; j < i; ++j) layers_[j]->SetGradTarget(before);
+      return false;
+    }
+  }
+  set_grad_target(target);
+  return true;
 }
 
 Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {
@@ -39,6 +57,10 @@ Tensor Sequential::Backward(const Tensor& dy, const LayerDoneFn& on_layer_done) 
     g = layers_[i]->Backward(g);
     if (on_layer_done) on_layer_done(i);
   }
+  // Layers may leave parameter work on the side lane (Linear's weight
+  // gradients); after Backward everything is in the main lane's order, so
+  // callers (optimizers, host reads) need not know about lanes.
+  ops::JoinSideLane(dy.device());
   return g;
 }
 

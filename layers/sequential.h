@@ -44,6 +44,8 @@ class Sequential : public Layer {
   // Also tells the first layer (now, or when it is added): the input
   // gradient of the model is the first layer's.
   void SetNeedsInputGrad(bool needed) override;
+  // Switches every layer, or none when one of them cannot.
+  bool SetGradTarget(GradTarget target) override;
 
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }

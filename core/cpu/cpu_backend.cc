@@ -108,12 +108,12 @@ class CpuBackend : public Backend {
     }
   }
 
-  void ColumnSums(const float* x, int64_t rows, int64_t cols, float beta,
-                  float* out) override {
+  void ColumnSums(const float* x, int64_t rows, int64_t cols, float alpha,
+                  float beta, float* out) override {
     VectorMap o(out, cols);
     if (beta == 0.f) o.setZero(); else o *= beta;
     if (rows == 0) return;
-    o += ConstMatrixMap(x, rows, cols).colwise().sum().transpose();
+    o += alpha * ConstMatrixMap(x, rows, cols).colwise().sum().transpose();
   }
 
   void Binary(BinaryOp op, const float* a, const float* b, float* out,

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/cuda/caching_allocator.h"
@@ -229,14 +231,10 @@ class CudaBackend : public Backend {
   // Requires `device` to be the current device (GetCudaBackend sees to it):
   // the stream, events and cuBLAS handle are created on the current device.
   explicit CudaBackend(int device)
-      : device_(device), allocator_(device), workspace_(kCublasWorkspaceBytes) {
-    // cublasSetStream resets the workspace to cuBLAS's own pool, so bind the
-    // stream first and the workspace second.
-    CUBLAS_CHECK(cublasSetStream(cublas_.get(), stream_.get()));
-    CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), workspace_.data(),
-                                    workspace_.bytes()));
-    CUBLAS_CHECK(cublasSetPointerMode(cublas_.get(), CUBLAS_POINTER_MODE_HOST));
-    CUBLAS_CHECK(cublasSetMathMode(cublas_.get(), CUBLAS_DEFAULT_MATH));
+      : device_(device),
+        allocator_(device),
+        main_blas_(stream_.get()),
+        side_blas_(side_stream_.get()) {
     description_ = MakeDescription();
   }
 
@@ -269,6 +267,7 @@ class CudaBackend : public Backend {
   void CopyDeviceToHost(const float* src, float* host, int64_t n) override {
     if (n <= 0) return;
     DeviceGuard guard(device_);
+    JoinSideLane();
     std::lock_guard<std::mutex> lock(d2h_mutex_);
     const char* from = reinterpret_cast<const char*>(src);
     char* to = reinterpret_cast<char*>(host);
@@ -306,11 +305,13 @@ class CudaBackend : public Backend {
 
   std::unique_ptr<TimeMarker> Mark() override {
     DeviceGuard guard(device_);
+    JoinSideLane();
     return std::make_unique<CudaTimeMarker>(stream_.get());
   }
 
   void Synchronize() override {
     DeviceGuard guard(device_);
+    JoinSideLane();
     CountHostWait();
     CUDA_CHECK(cudaStreamSynchronize(stream_.get()))
         << "waiting for cuda:" << device_;
@@ -329,9 +330,9 @@ class CudaBackend : public Backend {
     if (k <= 0) {
       // An empty sum; cuBLAS rejects lda = 0. beta == 0 overwrites garbage.
       if (beta == 0.f) {
-        kernels::Fill(stream_.get(), 0.f, c, m * n);
+        kernels::Fill(LaneStream(), 0.f, c, m * n);
       } else {
-        kernels::Scale(stream_.get(), beta, c, m * n);
+        kernels::Scale(LaneStream(), beta, c, m * n);
       }
       return;
     }
@@ -340,17 +341,20 @@ class CudaBackend : public Backend {
     const int64_t lda = trans_a ? m : k;
     const int64_t ldb = trans_b ? k : n;
     // One host thread at a time per handle (cuBLAS handles are not
-    // thread-safe); the math mode follows SetAllowTf32.
-    std::lock_guard<std::mutex> lock(cublas_mutex_);
+    // thread-safe); each lane has its own handle and workspace, since two
+    // GEMMs running at once must not share a workspace. The math mode
+    // follows SetAllowTf32.
+    Blas& blas = OnSideLane() ? side_blas_ : main_blas_;
+    std::lock_guard<std::mutex> lock(blas.mutex);
     const bool tf32 = AllowTf32();
-    if (tf32 != tf32_) {
+    if (tf32 != blas.tf32) {
       CUBLAS_CHECK(
-          cublasSetMathMode(cublas_.get(), tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                : CUBLAS_DEFAULT_MATH));
-      tf32_ = tf32;
+          cublasSetMathMode(blas.handle.get(), tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                    : CUBLAS_DEFAULT_MATH));
+      blas.tf32 = tf32;
     }
-    CUBLAS_CHECK(cublasSgemm_64(cublas_.get(), op_b, op_a, n, m, k, &alpha, b,
-                                ldb, a, lda, &beta, c, n))
+    CUBLAS_CHECK(cublasSgemm_64(blas.handle.get(), op_b, op_a, n, m, k, &alpha,
+                                b, ldb, a, lda, &beta, c, n))
         << "Gemm m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a
         << " trans_b=" << trans_b << " on cuda:" << device_;
   }
@@ -359,54 +363,54 @@ class CudaBackend : public Backend {
                       float* pre, float* out, int64_t rows,
                       int64_t cols) override {
     DeviceGuard guard(device_);
-    kernels::BiasActivation(stream_.get(), activation, x, bias, pre, out, rows,
+    kernels::BiasActivation(LaneStream(), activation, x, bias, pre, out, rows,
                             cols);
   }
 
-  void ColumnSums(const float* x, int64_t rows, int64_t cols, float beta,
-                  float* out) override {
+  void ColumnSums(const float* x, int64_t rows, int64_t cols, float alpha,
+                  float beta, float* out) override {
     DeviceGuard guard(device_);
-    kernels::ColumnSums(stream_.get(), x, rows, cols, beta, out);
+    kernels::ColumnSums(LaneStream(), x, rows, cols, alpha, beta, out);
   }
 
   void Binary(BinaryOp op, const float* a, const float* b, float* out,
               int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::Binary(stream_.get(), op, a, b, out, n);
+    kernels::Binary(LaneStream(), op, a, b, out, n);
   }
 
   void Axpy(float alpha, const float* x, float* y, int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::Axpy(stream_.get(), alpha, x, y, n);
+    kernels::Axpy(LaneStream(), alpha, x, y, n);
   }
 
   void Scale(float alpha, float* x, int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::Scale(stream_.get(), alpha, x, n);
+    kernels::Scale(LaneStream(), alpha, x, n);
   }
 
   void Fill(float value, float* x, int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::Fill(stream_.get(), value, x, n);
+    kernels::Fill(LaneStream(), value, x, n);
   }
 
   void TrackNonFinite(const float* loss, int64_t step,
                       float* first_bad) override {
     DeviceGuard guard(device_);
-    kernels::TrackNonFinite(stream_.get(), loss, step, first_bad);
+    kernels::TrackNonFinite(LaneStream(), loss, step, first_bad);
   }
 
   void ActivationForward(Activation activation, const float* x, float* y,
                          int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::ActivationForward(stream_.get(), activation, x, y, n);
+    kernels::ActivationForward(LaneStream(), activation, x, y, n);
   }
 
   void ActivationBackward(Activation activation, const float* x,
                           const float* dy, float* dx, int64_t n,
                           bool accumulate) override {
     DeviceGuard guard(device_);
-    kernels::ActivationBackward(stream_.get(), activation, x, dy, dx, n,
+    kernels::ActivationBackward(LaneStream(), activation, x, dy, dx, n,
                                 accumulate);
   }
 
@@ -415,8 +419,9 @@ class CudaBackend : public Backend {
                            float* loss, float* dlogits) override {
     if (rows <= 0) return;
     DeviceGuard guard(device_);
+    MainLaneOnly(__func__);
     Scratch scratch(allocator_, kernels::SoftmaxCrossEntropyScratchBytes(rows));
-    kernels::SoftmaxCrossEntropy(stream_.get(), logits, labels, rows, classes,
+    kernels::SoftmaxCrossEntropy(LaneStream(), logits, labels, rows, classes,
                                  normalizer, scratch.data(), loss, dlogits);
   }
 
@@ -424,41 +429,70 @@ class CudaBackend : public Backend {
            float* loss, float* dpred) override {
     if (n <= 0) return;
     DeviceGuard guard(device_);
+    MainLaneOnly(__func__);
     Scratch scratch(allocator_, kernels::MseScratchBytes(n));
-    kernels::Mse(stream_.get(), pred, target, n, normalizer, scratch.data(),
+    kernels::Mse(LaneStream(), pred, target, n, normalizer, scratch.data(),
                  loss, dpred);
   }
 
   void Argmax(const float* x, int64_t rows, int64_t cols, float* out) override {
     DeviceGuard guard(device_);
-    kernels::Argmax(stream_.get(), x, rows, cols, out);
+    kernels::Argmax(LaneStream(), x, rows, cols, out);
   }
 
   void CountCorrect(const float* logits, const float* labels, int64_t rows,
                     int64_t classes, float* out) override {
     if (rows <= 0) return;
     DeviceGuard guard(device_);
+    MainLaneOnly(__func__);
     Scratch scratch(allocator_, kernels::CountCorrectScratchBytes(rows));
-    kernels::CountCorrect(stream_.get(), logits, labels, rows, classes,
+    kernels::CountCorrect(LaneStream(), logits, labels, rows, classes,
                           scratch.data(), out);
   }
 
   void DropoutMask(float p, uint64_t seed, uint64_t offset, float* mask,
                    int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::DropoutMask(stream_.get(), p, seed, offset, mask, n);
+    kernels::DropoutMask(LaneStream(), p, seed, offset, mask, n);
   }
 
   void SgdUpdate(const SgdParams& params, float* param, const float* grad,
                  float* velocity, int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::SgdUpdate(stream_.get(), params, param, grad, velocity, n);
+    kernels::SgdUpdate(LaneStream(), params, param, grad, velocity, n);
+  }
+
+  // See Backend::BeginSideLane. A lane is open for the thread that began
+  // it: other threads' ops stay on the main lane meanwhile. Threads sharing
+  // a device (pipeline stages on one GPU) share its side stream, as they
+  // share its main stream; a join waits for all of it.
+  void BeginSideLane() override {
+    DeviceGuard guard(device_);
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    TANDEM_CHECK(!OnSideLaneLocked())
+        << "cuda:" << device_
+        << ": BeginSideLane while this thread's side lane is open";
+    StreamWaitFor(side_stream_.get(), stream_.get(), fork_event_);
+    side_threads_.push_back(std::this_thread::get_id());
+    side_pending_ = true;
+  }
+
+  void EndSideLane() override {
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    side_threads_.erase(std::remove(side_threads_.begin(), side_threads_.end(),
+                                    std::this_thread::get_id()),
+                        side_threads_.end());
+  }
+
+  void JoinSideLane() override {
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    JoinSideLaneLocked();
   }
 
   void AdamWUpdate(const AdamWParams& params, int64_t step, float* param,
                    const float* grad, float* m, float* v, int64_t n) override {
     DeviceGuard guard(device_);
-    kernels::AdamWUpdate(stream_.get(), params, step, param, grad, m, v, n);
+    kernels::AdamWUpdate(LaneStream(), params, step, param, grad, m, v, n);
   }
 
  private:
@@ -468,7 +502,7 @@ class CudaBackend : public Backend {
     int runtime = 0, driver = 0, cublas = 0;
     CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     CUDA_CHECK(cudaDriverGetVersion(&driver));
-    CUBLAS_CHECK(cublasGetVersion(cublas_.get(), &cublas));
+    CUBLAS_CHECK(cublasGetVersion(main_blas_.handle.get(), &cublas));
     auto version = [](int v) {
       return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
     };
@@ -480,15 +514,64 @@ class CudaBackend : public Backend {
            std::to_string(cublas) + ")";
   }
 
+  // A cuBLAS handle bound to one stream, with its own workspace.
+  struct Blas {
+    explicit Blas(cudaStream_t stream) : workspace(kCublasWorkspaceBytes) {
+      // cublasSetStream resets the workspace to cuBLAS's own pool, so bind
+      // the stream first and the workspace second.
+      CUBLAS_CHECK(cublasSetStream(handle.get(), stream));
+      CUBLAS_CHECK(cublasSetWorkspace(handle.get(), workspace.data(),
+                                      workspace.bytes()));
+      CUBLAS_CHECK(cublasSetPointerMode(handle.get(), CUBLAS_POINTER_MODE_HOST));
+      CUBLAS_CHECK(cublasSetMathMode(handle.get(), CUBLAS_DEFAULT_MATH));
+    }
+    DeviceBuffer workspace;
+    CublasHandle handle;
+    std::mutex mutex;
+    bool tf32 = false;  // the handle's math mode; guarded by mutex
+  };
+
+  // Whether the calling thread's ops go to the side lane.
+  bool OnSideLane() {
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    return OnSideLaneLocked();
+  }
+  bool OnSideLaneLocked() const {
+    return std::find(side_threads_.begin(), side_threads_.end(),
+                     std::this_thread::get_id()) != side_threads_.end();
+  }
+  // Scratch memory is freed in the main lane's order (Note [Stream-ordered
+  // reuse]), so ops that need it do not run on the side lane.
+  void MainLaneOnly(const char* op) {
+    TANDEM_CHECK(!OnSideLane())
+        << op << " on cuda:" << device_
+        << " uses scratch memory and cannot run on the side lane";
+  }
+  cudaStream_t LaneStream() {
+    return OnSideLane() ? side_stream_.get() : stream_.get();
+  }
+  void JoinSideLaneLocked() {
+    if (!side_pending_) return;
+    DeviceGuard guard(device_);
+    StreamWaitFor(stream_.get(), side_stream_.get(), join_event_);
+    // Lanes still open may queue more side-lane work.
+    side_pending_ = !side_threads_.empty();
+  }
+
   const int device_;
-  // Declaration order is construction order: the stream before the cuBLAS
-  // handle bound to it, and destruction runs the other way.
+  // Declaration order is construction order: the streams before the cuBLAS
+  // handles bound to them, and destruction runs the other way.
   Stream stream_;
+  Stream side_stream_;
   CachingAllocator allocator_;
-  DeviceBuffer workspace_;
-  CublasHandle cublas_;
-  std::mutex cublas_mutex_;
-  bool tf32_ = false;  // the handle's math mode; guarded by cublas_mutex_
+  Blas main_blas_;
+  Blas side_blas_;
+  // The side lane (Backend::BeginSideLane); guarded by lane_mutex_.
+  std::mutex lane_mutex_;
+  Event fork_event_;
+  Event join_event_;
+  std::vector<std::thread::id> side_threads_;  // threads with the lane open
+  bool side_pending_ = false;  // side-lane work the main lane has not joined
   std::mutex h2d_mutex_;
   StagingSlots h2d_;
   std::mutex d2h_mutex_;

@@ -494,7 +494,7 @@ constexpr int kColumnTile = 32;
 constexpr int kRowPhases = 16;
 
 __global__ void ColumnSumsKernel(const float* x, int64_t rows, int64_t cols,
-                                 float beta, float* out) {
+                                 float alpha, float beta, float* out) {
   __shared__ float partial[kRowPhases][kColumnTile + 1];
   const int64_t c =
       static_cast<int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
@@ -511,7 +511,7 @@ __global__ void ColumnSumsKernel(const float* x, int64_t rows, int64_t cols,
 #pragma unroll
     for (int k = 0; k < kRowPhases; ++k) sum += partial[k][threadIdx.x];
     // beta == 0 must not read `out`: it may hold garbage (NaN * 0 is NaN).
-    out[c] = beta == 0.f ? sum : beta * out[c] + sum;
+    out[c] = beta == 0.f ? alpha * sum : beta * out[c] + alpha * sum;
   }
 }
 
@@ -551,12 +551,12 @@ void BiasActivation(cudaStream_t stream, Activation activation, const float* x,
 }
 
 void ColumnSums(cudaStream_t stream, const float* x, int64_t rows, int64_t cols,
-                float beta, float* out) {
+                float alpha, float beta, float* out) {
   if (cols <= 0) return;
   const int64_t tiles = (cols + kColumnTile - 1) / kColumnTile;
   CheckRows("ColumnSums", tiles);
   ColumnSumsKernel<<<static_cast<int>(tiles), dim3(kColumnTile, kRowPhases), 0,
-                     stream>>>(x, rows, cols, beta, out);
+                     stream>>>(x, rows, cols, alpha, beta, out);
   TANDEM_CUDA_CHECK_LAUNCH() << "ColumnSums [" << rows << ", " << cols << "]";
 }
 

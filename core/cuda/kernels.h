@@ -33,10 +33,10 @@ namespace kernels {
 void BiasActivation(cudaStream_t stream, Activation activation, const float* x,
                     const float* bias, float* pre, float* out, int64_t rows,
                     int64_t cols);
-// out: [cols] = beta * out + sum over rows of x [rows, cols]; deterministic
-// (each column is summed by one block, in a fixed order).
+// out: [cols] = beta * out + alpha * sum over rows of x [rows, cols];
+// deterministic (each column is summed by one block, in a fixed order).
 void ColumnSums(cudaStream_t stream, const float* x, int64_t rows, int64_t cols,
-                float beta, float* out);
+                float alpha, float beta, float* out);
 void Binary(cudaStream_t stream, BinaryOp op, const float* a, const float* b,
             float* out, int64_t n);
 void Axpy(cudaStream_t stream, float alpha, const float* x, float* y,

@@ -84,6 +84,8 @@ TEST_P(OpsTest, BiasActivationAndColumnSums) {
   ExpectNear(sums.ToVector(), {13, 16});
   ops::ColumnSums(pre, sums);
   ExpectNear(sums.ToVector(), {3, -4});
+  ops::ColumnSums(pre, sums, 1.f, -0.5f);  // sums -= 0.5 * column sums
+  ExpectNear(sums.ToVector(), {1.5f, -2});
   EXPECT_THROW(ops::ColumnSums(pre, bias = Tensor::Zeros({3}, device())), Error);
 }
 
@@ -254,6 +256,50 @@ TEST_P(OpsTest, ZeroSizedOperandsAreNoOps) {
   Tensor labels = Tensor::Zeros({0}, device());
   ops::SoftmaxCrossEntropy(e, labels, loss, nullptr);
   EXPECT_EQ(loss.Item(), 0.f);
+}
+
+// Side-lane work starts after the main lane's earlier work and is seen by
+// the main lane after a join, and by the host without one. Sizes are large
+// enough (2^24 elements, GEMMs of 1024^3) that a missing wait on a GPU reads
+// stale values rather than finishing first by luck.
+TEST_P(OpsTest, SideLaneIsOrderedAgainstTheMainLane) {
+  const int64_t n = int64_t{1} << 24;
+  Tensor x = Tensor::Empty({n}, device());
+  Tensor y = Tensor::Empty({n}, device());
+  Tensor a = Tensor::Full({1024, 1024}, 1.f / 1024, device());
+  Tensor c = Tensor::Empty({1024, 1024}, device());
+  for (int round = 0; round < 3; ++round) {
+    ops::Fill(x, static_cast<float>(round + 1));  // main lane
+    ops::Fill(y, 0.f);
+    {
+      ops::SideLane side(device());
+      ops::Axpy(2.f, x, y);                      // y = 2 (round + 1)
+      ops::Gemm(a, false, a, false, c, 1.f, 0.f);  // c = 1/1024 everywhere
+    }
+    ops::JoinSideLane(device());
+    ops::Scale(y, 0.5f);  // main lane, after the join: y = round + 1
+    const std::vector<float> got = y.ToVector();
+    EXPECT_EQ(got.front(), round + 1.f) << "round " << round;
+    EXPECT_EQ(got.back(), round + 1.f) << "round " << round;
+  }
+  // No explicit join: reading to the host joins.
+  {
+    ops::SideLane side(device());
+    ops::Fill(y, 7.f);
+  }
+  EXPECT_EQ(y.ToVector().back(), 7.f);
+  EXPECT_NEAR(c.ToVector().back(), 1.f / 1024, 1e-7f);
+}
+
+TEST_P(OpsTest, SideLaneRejectsOpsThatNeedScratchMemoryOnGpu) {
+  Tensor pred = Tensor::Zeros({4}, device());
+  Tensor loss = Tensor::Empty({1}, device());
+  ops::SideLane side(device());
+  if (device().is_cpu()) {
+    EXPECT_NO_THROW(ops::Mse(pred, pred, loss, nullptr));  // no lanes on the CPU
+  } else {
+    EXPECT_THROW(ops::Mse(pred, pred, loss, nullptr), Error);
+  }
 }
 
 INSTANTIATE_DEVICE_TEST_SUITE_P(OpsTest);

@@ -63,6 +63,48 @@ TEST_P(LinearTest, BackwardAccumulatesIntoGradients) {
   for (size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(twice[i], 2 * once[i], 1e-5);
 }
 
+// kOverwrite writes what one backward pass gives, however often it runs;
+// kApplySgd writes the gradients too and moves the parameters by -lr times
+// them, returning the same input gradient.
+TEST_P(LinearTest, GradTargetsOverwriteAndApplySgd) {
+  LinearOptions o;
+  o.device = device();
+  o.activation = Activation::kRelu;
+  Tensor x = RandomInput(5, 4, 4);
+  Tensor dy = RandomInput(5, 3, 5);
+  Rng rng_a(3), rng_b(3);
+  Linear reference("fc", 4, 3, rng_a, o), fused("fc", 4, 3, rng_b, o);
+  ASSERT_TRUE(reference.SetGradTarget(GradTarget::Overwrite()));
+  ops::Fill(*reference.Parameters()[0].grad, 123.f);  // garbage to overwrite
+  reference.Forward(x);
+  reference.Backward(dy);
+  reference.Forward(x);
+  const std::vector<float> dx_ref = reference.Backward(dy).ToVector();
+  const std::vector<float> w0 = reference.weight().ToVector(), b0 = reference.bias().ToVector();
+  const std::vector<float> dw = reference.Parameters()[0].grad->ToVector();
+  const std::vector<float> db = reference.Parameters()[1].grad->ToVector();
+
+  ZeroGrad(reference);
+  ASSERT_TRUE(reference.SetGradTarget(GradTarget::Accumulate()));
+  reference.Forward(x);
+  reference.Backward(dy);
+  const std::vector<float> dw_once = reference.Parameters()[0].grad->ToVector();
+  for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], dw_once[i], 1e-5) << i;
+
+  const float lr = 0.25f;
+  ASSERT_TRUE(fused.SetGradTarget(GradTarget::ApplySgd(lr)));
+  fused.Forward(x);
+  const std::vector<float> dx = fused.Backward(dy).ToVector();
+  ASSERT_EQ(dx.size(), dx_ref.size());
+  for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], dx_ref[i], 1e-5) << i;
+  const std::vector<float> w1 = fused.weight().ToVector(), b1 = fused.bias().ToVector();
+  for (size_t i = 0; i < w1.size(); ++i) EXPECT_NEAR(w1[i], w0[i] - lr * dw[i], 1e-5) << i;
+  for (size_t i = 0; i < b1.size(); ++i) EXPECT_NEAR(b1[i], b0[i] - lr * db[i], 1e-5) << i;
+  const std::vector<float> dw_fused = fused.Parameters()[0].grad->ToVector();
+  for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw_fused[i], dw[i], 1e-5) << i;
+  EXPECT_THROW(fused.SetGradTarget(GradTarget::ApplySgd(-1.f)), Error);
+}
+
 TEST_P(LinearTest, ShapeErrorNamesLayerAndShapes) {
   Rng rng(0);
   LinearOptions o;

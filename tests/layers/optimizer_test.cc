@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
 #include "tests/support/device_test.h"
 
 namespace tandem {
@@ -74,6 +76,68 @@ TEST_P(OptimizerTest, ConfigErrorsNameTheFlag) {
   }
   c.lr = 0.1f;
   EXPECT_EQ(MakeOptimizer(c, Params())->Name(), "sgd");
+}
+
+// Sgd::FuseIntoBackward trains like ZeroGrad + Backward + Step, learning
+// rate changes included, to fp32 rounding (the fused update rounds once,
+// p - lr * g in the GEMM's epilogue).
+TEST_P(OptimizerTest, FusedSgdTrainsLikeSeparateSteps) {
+  MlpOptions o;
+  o.device = device();
+  Rng rng_a(7), rng_b(7);
+  auto plain = Mlp({6, 16, 16, 3}, Activation::kRelu, rng_a, o);
+  auto fused = Mlp({6, 16, 16, 3}, Activation::kRelu, rng_b, o);
+  Sgd plain_sgd(plain->Parameters(), SgdParams{0.05f});
+  Sgd fused_sgd(fused->Parameters(), SgdParams{0.05f});
+  ASSERT_TRUE(fused_sgd.FuseIntoBackward(*fused));
+  EXPECT_EQ(fused_sgd.fused_into(), fused.get());
+  MseLoss loss;
+  Rng data(8);
+  for (int step = 0; step < 6; ++step) {
+    if (step == 3) {
+      plain_sgd.set_lr(0.02f);
+      fused_sgd.set_lr(0.02f);
+    }
+    std::vector<float> xv(4 * 6), yv(4 * 3);
+    for (float& v : xv) v = data.Normal();
+    for (float& v : yv) v = data.Normal();
+    Tensor x = Tensor::FromVector(xv, {4, 6}, device());
+    Tensor y = Tensor::FromVector(yv, {4, 3}, device());
+    for (auto* pair : {&plain, &fused}) {
+      Sgd& sgd = pair == &plain ? plain_sgd : fused_sgd;
+      sgd.ZeroGrad();
+      loss.Forward((*pair)->Forward(x), y);
+      (*pair)->Backward(loss.Backward());
+      sgd.Step();
+    }
+  }
+  EXPECT_EQ(fused_sgd.steps(), 6);
+  std::vector<Parameter> a = plain->Parameters(), b = fused->Parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> va = a[i].value->ToVector(), vb = b[i].value->ToVector();
+    for (size_t j = 0; j < va.size(); ++j) {
+      EXPECT_NEAR(va[j], vb[j], 1e-5) << a[i].name << "[" << j << "]";
+    }
+  }
+  // Back to separate steps: gradients start from zero again.
+  fused_sgd.Unfuse();
+  EXPECT_EQ(fused->grad_target().kind, GradTarget::kAccumulate);
+  for (float g : b[0].grad->ToVector()) EXPECT_EQ(g, 0.f);
+}
+
+TEST_P(OptimizerTest, OnlyPlainSgdFuses) {
+  MlpOptions o;
+  o.device = device();
+  Rng rng(7);
+  auto model = Mlp({4, 3}, Activation::kRelu, rng, o);
+  SgdParams momentum{0.1f, 0.9f};
+  Sgd with_momentum(model->Parameters(), momentum);
+  EXPECT_FALSE(with_momentum.FuseIntoBackward(*model));
+  SgdParams decay{0.1f, 0.f, 1e-4f};
+  Sgd with_decay(model->Parameters(), decay);
+  EXPECT_FALSE(with_decay.FuseIntoBackward(*model));
+  EXPECT_EQ(model->grad_target().kind, GradTarget::kAccumulate);
 }
 
 INSTANTIATE_DEVICE_TEST_SUITE_P(OptimizerTest);

@@ -32,6 +32,35 @@ TEST_P(SequentialTest, GradientsAndLayerDoneOrder) {
   EXPECT_EQ(order, (std::vector<size_t>{2, 1, 0}));
 }
 
+// A custom layer with a parameter that only knows how to accumulate.
+class AccumulateOnly : public Layer {
+ public:
+  Tensor Forward(const Tensor& x) override { return x; }
+  Tensor Backward(const Tensor& dy) override { return dy; }
+  std::vector<Parameter> Parameters() override { return {{"s", &s_, &ds_}}; }
+  std::string Name() const override { return "scale"; }
+
+ private:
+  Tensor s_ = Tensor::Zeros({1}), ds_ = Tensor::Zeros({1});
+};
+
+TEST(SequentialGradTargetTest, AllOrNothing) {
+  Rng rng(0);
+  Sequential model("net");
+  model.Emplace<Linear>("fc1", 2, 2, rng);
+  model.Add(MakeTanh("act"));
+  ASSERT_TRUE(model.SetGradTarget(GradTarget::Overwrite()));
+  EXPECT_EQ(model.layer(0).grad_target().kind, GradTarget::kOverwrite);
+  // A layer that cannot overwrite is refused while the model overwrites...
+  EXPECT_THROW(model.Add(std::make_unique<AccumulateOnly>()), Error);
+  ASSERT_TRUE(model.SetGradTarget(GradTarget::Accumulate()));
+  model.Add(std::make_unique<AccumulateOnly>());
+  // ...and once it is in, no layer switches.
+  EXPECT_FALSE(model.SetGradTarget(GradTarget::ApplySgd(0.1f)));
+  EXPECT_EQ(model.grad_target().kind, GradTarget::kAccumulate);
+  EXPECT_EQ(model.layer(0).grad_target().kind, GradTarget::kAccumulate);
+}
+
 TEST(SequentialNamesTest, ParameterNamesAndUniqueness) {
   Rng rng(0);
   Sequential model;
