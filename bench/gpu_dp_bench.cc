@@ -47,6 +47,10 @@ struct Options {
   double bucket_mb = 25.0;
   bool overlap = true;
   bool allreduce_only = false;
+  // accumulate: ZeroGrad, Backward adds; overwrite: Backward writes the
+  // gradients (GradTarget::kOverwrite), no ZeroGrad pass; fused_sgd (one
+  // GPU only): Sgd::FuseIntoBackward, the single-GPU bench's default.
+  std::string grads = "overwrite";
 };
 
 std::vector<int64_t> Sizes(const std::string& model) {
@@ -71,10 +75,20 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
   ReducerOptions ro;
   ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
   ro.overlap = o.overlap;
-  Reducer reducer(*model, w.gradient_comm(), ro);
+  Reducer reducer(*model, w.gradient_lanes(), ro);
   SgdParams sgd;
   sgd.lr = 1e-3f;
   Sgd optimizer(model->Parameters(), sgd);
+  const bool overwrite = o.grads == "overwrite";
+  const bool fused = o.grads == "fused_sgd";
+  TANDEM_CHECK(overwrite || fused || o.grads == "accumulate")
+      << "--grads must be accumulate, overwrite or fused_sgd, got '" << o.grads << "'";
+  if (overwrite) {
+    TANDEM_CHECK(model->SetGradTarget(GradTarget::Overwrite())) << "cannot overwrite gradients";
+  }
+  // One GPU only: the reducer refuses a model that applies SGD in Backward
+  // when there is more than one worker.
+  if (fused) TANDEM_CHECK(optimizer.FuseIntoBackward(*model)) << "cannot fuse SGD";
   MseLoss loss;
   Rng data(7 + w.rank);
   Tensor x = Random({o.batch, sizes.front()}, data, w.device);
@@ -83,7 +97,7 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
 
   std::unique_ptr<TimeMarker> backward_end, joined;
   auto step = [&](bool measure_wait) {
-    optimizer.ZeroGrad();
+    if (!overwrite) optimizer.ZeroGrad();  // does nothing when fused
     loss.Forward(model->Forward(x), y, o.batch * w.size);
     if (measure_wait) {
       reducer.set_layer_done_hook([&](size_t layer) {
@@ -116,8 +130,10 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
     std::lock_guard<std::mutex> lock(print);
     bench::Row row("dp_step");
     row.Add("model", o.model).Add("batch_per_gpu", o.batch).Add("gpus", w.size)
-        .Add("overlap", o.overlap ? "on" : "off").Add("bucket_mb", o.bucket_mb, 1)
-        .Add("buckets", reducer.num_buckets()).Add("step_ms", ms, 3)
+        .Add("overlap", o.overlap ? "on" : "off").Add("grads", o.grads)
+        .Add("bucket_mb", o.bucket_mb, 1)
+        .Add("buckets", reducer.num_buckets()).Add("lanes", reducer.num_lanes())
+        .Add("step_ms", ms, 3)
         .Add("samples_per_s", o.batch * w.size / (ms / 1000.0), 0)
         .Add("tflops", 6.0 * params * o.batch * w.size / (ms / 1000.0) / 1e12, 1)
         .Add("comm_wait_ms", bench::Median(wait_ms), 3)
@@ -135,8 +151,9 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
   auto model = Mlp(sizes, Activation::kRelu, rng, mlp);
   ReducerOptions ro;
   ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
-  Reducer reducer(*model, w.gradient_comm(), ro);
+  Reducer reducer(*model, w.gradient_lanes(), ro);
   Communicator& comm = w.gradient_comm();
+  const std::vector<Communicator*> lanes = w.gradient_lanes();
   const int64_t n = ParameterCount(*model);
   Tensor flat = Tensor::Zeros({n}, w.device);
   Backend& backend = GetBackend(w.device);
@@ -147,7 +164,7 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
       backend.Synchronize();
       auto start = backend.Mark();
       for (int i = 0; i < o.steps; ++i) fn();
-      comm.JoinQueued();
+      for (Communicator* lane : lanes) lane->JoinQueued();
       auto end = backend.Mark();
       if (r >= 2) runs.push_back(end->MicrosSince(*start) / o.steps);
     }
@@ -155,21 +172,27 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
   };
   const double raw_us = time_us([&] { comm.QueueAllReduce(flat.data(), n, ReduceOp::kSum); });
   // The reducer's buckets, in its launch order, each a separate all-reduce
-  // (as in a step), over chunks of one buffer of the same total size.
+  // on the lane the reducer gives it (as in a step), over chunks of one
+  // buffer of the same total size.
   const double bucket_us = time_us([&] {
     int64_t offset = 0;
     for (int b = 0; b < reducer.num_buckets(); ++b) {
       const int64_t elems = reducer.bucket_elements(b);
-      comm.QueueAllReduce(flat.data() + offset, elems, ReduceOp::kSum);
+      lanes[b % lanes.size()]->QueueAllReduce(flat.data() + offset, elems, ReduceOp::kSum);
       offset += elems;
     }
   });
   if (w.is_root()) {
     std::lock_guard<std::mutex> lock(print);
     const double bytes = 4.0 * n;
+    std::string sizes;  // MiB per bucket, in launch order
+    for (int b = 0; b < reducer.num_buckets(); ++b) {
+      sizes += (b ? "/" : "") + bench::Fixed(reducer.bucket_elements(b) * 4.0 / (1 << 20), 3);
+    }
     bench::Row row("allreduce");
     row.Add("model", o.model).Add("gpus", w.size).Add("bytes", static_cast<int64_t>(bytes))
         .Add("bucket_mb", o.bucket_mb, 1).Add("buckets", reducer.num_buckets())
+        .Add("lanes", static_cast<int64_t>(lanes.size())).Add("bucket_sizes_mib", sizes)
         .Add("raw_ms", raw_us / 1000, 3).Add("bucketed_ms", bucket_us / 1000, 3)
         .Add("raw_busbw_gbs", bytes * 2 * (w.size - 1) / w.size / (raw_us * 1e3), 1)
         .Add("bucketed_busbw_gbs", bytes * 2 * (w.size - 1) / w.size / (bucket_us * 1e3), 1)
@@ -196,7 +219,10 @@ int main(int argc, char** argv) {
   app.add_option("--bucket_mb", o.bucket_mb, "gradient bucket size, MiB");
   app.add_flag("!--no_overlap", o.overlap, "all-reduce after backward");
   app.add_flag("--allreduce_only", o.allreduce_only, "bucketed vs raw all-reduce");
+  app.add_option("--grads", o.grads, "overwrite (no ZeroGrad), accumulate (ZeroGrad + add) or fused_sgd (1 GPU)");
   app.add_option("--mode", launch.mode, "threads or mpi");
+  app.add_option("--gradient_lanes", launch.gradient_lanes,
+                 "NCCL communicators the buckets are spread over");
   app.add_option("--workers", workers, "GPUs in threads mode");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the 2-GPU machine: Tandem's data-parallel step (threads and MPI modes,
 # overlap on and off) next to PyTorch DDP, 1 and 2 GPUs, in one session; then
-# bucketed vs raw all-reduce. Binaries from .device (tools/device/bundle.sh).
+# bucketed vs raw all-reduce, over one and two NCCL lanes. Binaries from .device (tools/device/bundle.sh).
 #   bash .device/run_gpu_dp_bench.sh
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
@@ -19,15 +19,19 @@ for cfg in "large 512" "large 4096" "small 256"; do
   common="--model=$m --batch=$b --steps=$steps --repeats=5"
   echo "== $m batch $b per GPU"
   timeout 60 "$bin" $common --workers=1 | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=1 --grads=fused_sgd | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --no_overlap | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=2 --gradient_lanes=1 | sed 's/^/tandem threads /'
   timeout 60 $mpi "$bin" $common --mode=mpi | sed 's/^/tandem mpi /'
   timeout 90 python3 "$py" $common
   timeout 90 $torchrun "$py" $common 2>&1 | grep dp_step
 done
 echo "== all-reduce of the whole gradient: bucketed vs one raw call"
 for mb in 4 25 50 100; do
-  timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb
+  for lanes in 1 2; do
+    timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb --gradient_lanes=$lanes
+  done
 done
 echo "== large batch 512, bucket sweep"
 for mb in 4 50 100; do

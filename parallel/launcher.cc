@@ -77,7 +77,7 @@ struct ThreadLaunch {
       : group(workers), fn(fn), done(static_cast<size_t>(workers), false) {}
   ThreadGroup group;
 #ifdef TANDEM_WITH_CUDA
-  std::unique_ptr<NcclThreadGroup> nccl;
+  std::vector<std::unique_ptr<NcclThreadGroup>> nccl;  // one per lane
 #endif
   FirstFailure failure;
   const std::function<void(Worker&)> fn;
@@ -94,7 +94,7 @@ struct ThreadLaunch {
   void AbortAll(const std::string& reason) {
     group.Abort(reason);
 #ifdef TANDEM_WITH_CUDA
-    if (nccl) nccl->Abort(reason);
+    for (auto& lane : nccl) lane->Abort(reason);
 #endif
   }
   void Finished(int rank) {
@@ -111,13 +111,13 @@ void RunWorker(const std::shared_ptr<ThreadLaunch>& launch, int rank, Device dev
   const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
   Worker worker{rank, l.group.size(), mine, l.group.communicator(rank)};
 #ifdef TANDEM_WITH_CUDA
-  if (l.nccl) {
-    worker.device_comm = &l.nccl->communicator(rank);
-    l.nccl->communicator(rank).set_timeout(TimeoutOf(options));
-    if (options.check_collectives) {
-      l.nccl->communicator(rank).set_check_fingerprints(&worker.comm);
-    }
+  for (auto& lane : l.nccl) {
+    NcclCommunicator& nccl = lane->communicator(rank);
+    nccl.set_timeout(TimeoutOf(options));
+    if (options.check_collectives) nccl.set_check_fingerprints(&worker.comm);
+    worker.device_lanes.push_back(&nccl);
   }
+  if (!worker.device_lanes.empty()) worker.device_comm = worker.device_lanes[0];
 #endif
   std::string message;
   try {
@@ -147,7 +147,9 @@ void LaunchThreads(int workers, Device device, const LaunchOptions& options,
   if (device.is_cuda()) {
     std::vector<int> gpus(workers);
     for (int rank = 0; rank < workers; ++rank) gpus[rank] = rank;
-    launch->nccl = std::make_unique<NcclThreadGroup>(gpus);
+    for (int lane = 0; lane < options.gradient_lanes; ++lane) {
+      launch->nccl.push_back(std::make_unique<NcclThreadGroup>(gpus));
+    }
   }
 #endif
   std::vector<std::thread> threads;
@@ -220,19 +222,22 @@ void LaunchMpi(Device device, const LaunchOptions& options,
       device.is_cuda() ? Device::Cuda(comm.local_rank() % CudaDeviceCount()) : device;
   Worker worker{comm.rank(), comm.size(), mine, comm};
 #ifdef TANDEM_WITH_CUDA
-  // Destroyed before `comm` and `runtime`: its bootstrap ran over them.
-  std::unique_ptr<NcclCommunicator> nccl;
+  // Destroyed before `comm` and `runtime`: their bootstrap ran over them.
+  std::vector<std::unique_ptr<NcclCommunicator>> nccl;  // one per lane
 #endif
   std::string message;
   try {
     BindThreadToDevice(mine);
 #ifdef TANDEM_WITH_CUDA
     if (mine.is_cuda()) {
-      // Rank 0 makes the NCCL id and broadcasts it over MPI.
-      nccl = NcclCommunicator::Create(comm, mine.index);
-      nccl->set_timeout(TimeoutOf(options));
-      if (options.check_collectives) nccl->set_check_fingerprints(&comm);
-      worker.device_comm = nccl.get();
+      // Rank 0 makes each lane's NCCL id and broadcasts it over MPI.
+      for (int lane = 0; lane < options.gradient_lanes; ++lane) {
+        nccl.push_back(NcclCommunicator::Create(comm, mine.index));
+        nccl.back()->set_timeout(TimeoutOf(options));
+        if (options.check_collectives) nccl.back()->set_check_fingerprints(&comm);
+        worker.device_lanes.push_back(nccl.back().get());
+      }
+      worker.device_comm = worker.device_lanes[0];
     }
 #endif
     fn(worker);
@@ -256,6 +261,8 @@ void Launch(const LaunchOptions& options,
       << " is not a launch mode: use --mode=threads or --mode=mpi";
   TANDEM_CHECK(options.collective_timeout_s > 0)
       << "--collective_timeout must be positive, got " << options.collective_timeout_s;
+  TANDEM_CHECK(options.gradient_lanes >= 1)
+      << "--gradient_lanes must be at least 1, got " << options.gradient_lanes;
   const Device device = ResolveDevice(options.device);
   if (threads) {
     const int workers = options.workers.value_or(1);

@@ -57,6 +57,10 @@ struct LaunchOptions {
   // to return before it reports the failure anyway, abandoning those still
   // running (stuck outside any collective; see Note [Stuck workers]).
   double stop_grace_s = 5.0;
+  // Workers on GPUs: how many NCCL communicators each gets for gradients
+  // (Worker::gradient_lanes). The reducer spreads its buckets over them so
+  // that consecutive all-reduces overlap (Note [Lanes] in reducer.cc).
+  int gradient_lanes = 2;
 };
 
 struct Worker {
@@ -68,12 +72,21 @@ struct Worker {
   // A communicator over device memory (NCCL, a NcclCommunicator) for workers
   // on GPUs, one rank per worker; null on CPU. Same ranks as `comm`.
   Communicator* device_comm = nullptr;
+  // All of this worker's device communicators (LaunchOptions::
+  // gradient_lanes of them, device_comm first); empty on CPU.
+  std::vector<Communicator*> device_lanes;
 
   // Rank 0: the worker that logs, evaluates and saves.
   bool is_root() const { return rank == 0; }
   // The communicator for the worker's gradients: NCCL on a GPU, the host
   // communicator on the CPU.
   Communicator& gradient_comm() const { return device_comm ? *device_comm : comm; }
+  // The communicators to spread gradient buckets over (Reducer's lanes
+  // constructor): device_lanes on a GPU, the host communicator on the CPU.
+  std::vector<Communicator*> gradient_lanes() const {
+    if (!device_lanes.empty()) return device_lanes;
+    return {&gradient_comm()};
+  }
 };
 
 // Validates `options` (throwing tandem::Error that names the flag), then runs

@@ -36,8 +36,45 @@ namespace tandem {
 // per-rank mean followed by an average over ranks would weight a 3-example
 // shard like a 4-example one).
 
+// Note [Lanes]
+// One all-reduce of a bucket does not reach the bandwidth of one all-reduce
+// of the whole gradient: each NCCL call fills and drains its pipeline, and
+// calls on one communicator's stream run one after another. On 2 H200s the
+// 7 buckets of mlp-large (25 MiB target) took 0.94 ms one after another and
+// 0.84 ms over two communicators, against 0.79 ms for one raw all-reduce of
+// the same 235 MB (bench/nccl_lanes_bench, docs/benchmarks.md). So buckets
+// go round-robin over the lanes given. Every rank issues bucket b on the
+// same lane in the same order, which is all NCCL asks of concurrent
+// communicators.
+
 Reducer::Reducer(Sequential& model, Communicator& comm, ReducerOptions options)
-    : model_(model), comm_(comm), options_(options) {
+    : Reducer(model, std::vector<Communicator*>{&comm}, options) {}
+
+namespace {
+Communicator& FirstLane(const std::vector<Communicator*>& lanes) {
+  TANDEM_CHECK(!lanes.empty() && lanes[0] != nullptr)
+      << "Reducer needs at least one communicator";
+  return *lanes[0];
+}
+}  // namespace
+
+Reducer::Reducer(Sequential& model, std::vector<Communicator*> lanes,
+                 ReducerOptions options)
+    : model_(model), comm_(FirstLane(lanes)), options_(options) {
+  for (Communicator* lane : lanes) {
+    TANDEM_CHECK(lane != nullptr && lane->rank() == comm_.rank() &&
+                 lane->size() == comm_.size())
+        << "Reducer lanes must span the same ranks: lane 0 is "
+        << comm_.Describe() << ", another is "
+        << (lane ? lane->Describe() : std::string("null"));
+  }
+  if (comm_.supports_queued()) {
+    for (Communicator* lane : lanes) {
+      if (lane->supports_queued()) lanes_.push_back(lane);
+    }
+  } else {
+    lanes_ = {&comm_};
+  }
   TANDEM_CHECK(options.bucket_bytes > 0)
       << "--bucket_mb must be positive, got " << options.bucket_bytes
       << " bytes";
@@ -72,14 +109,21 @@ void Reducer::BuildBuckets() {
   param_bucket_.assign(params_.size(), -1);
   std::vector<std::vector<size_t>> groups;
   int64_t bytes = 0;
+  // A bucket closes once it holds bucket_bytes or more, the parameter that
+  // crossed the line included (PyTorch DDP's rule). Closing before it would
+  // give a layer's bias, which backward finishes just before its weight, an
+  // all-reduce of its own: mlp-large had three 16 KiB buckets that way, each
+  // costing a whole NCCL call's latency.
+  bool open = false;
   for (size_t i = params_.size(); i-- > 0;) {
-    const int64_t param_bytes = params_[i].value->numel() * 4;
-    if (groups.empty() || (bytes > 0 && bytes + param_bytes > options_.bucket_bytes)) {
+    if (!open) {
       groups.emplace_back();
       bytes = 0;
+      open = true;
     }
     groups.back().push_back(i);
-    bytes += param_bytes;
+    bytes += params_[i].value->numel() * 4;
+    if (bytes >= options_.bucket_bytes) open = false;
   }
   for (const std::vector<size_t>& group : groups) {
     Bucket bucket;
@@ -141,13 +185,29 @@ Tensor Reducer::Backward(const Tensor& dloss) {
     comm_error_.clear();
   }
 
+  TANDEM_CHECK(model_.grad_target().kind != GradTarget::kApplySgd)
+      << "model '" << model_.Name()
+      << "' applies SGD inside Backward (Sgd::FuseIntoBackward), so it keeps "
+         "no gradients to all-reduce: with more than one worker, step the "
+         "optimizer after the reducer instead";
   timeline_.backward_start = Clock::now();
   Tensor dx = model_.Backward(dloss, [this](size_t layer) { OnLayerDone(layer); });
   timeline_.backward_end = Clock::now();
   if (!options_.overlap) LaunchReadyBuckets();
   if (comm_.supports_queued()) {
-    comm_.JoinQueued();
-    timeline_.device_bucket_spans = comm_.TakeQueuedSpans();
+    // Bucket b's span is the (b / lanes)-th of lane b % lanes.
+    std::vector<std::vector<Communicator::QueuedSpan>> spans;
+    for (Communicator* lane : lanes_) {
+      lane->JoinQueued();
+      spans.push_back(lane->TakeQueuedSpans());
+    }
+    timeline_.device_bucket_spans.clear();
+    for (size_t b = 0;; ++b) {
+      std::vector<Communicator::QueuedSpan>& lane = spans[b % spans.size()];
+      const size_t k = b / spans.size();
+      if (k >= lane.size()) break;
+      timeline_.device_bucket_spans.push_back(std::move(lane[k]));
+    }
     timeline_.step_end = Clock::now();
     last_comm_wait_ = 0.0;  // the host never waits; the GPU's wait is on-device
     return dx;
@@ -183,10 +243,13 @@ void Reducer::LaunchReadyBuckets() {
   if (launch.empty()) return;
   if (comm_.supports_queued()) {
     // See Note [Queued all-reduce]; the sum follows Note [Gradient averaging].
+    // The layers may have queued their gradients on the side lane
+    // (Backend::BeginSideLane): the all-reduce waits on the main lane.
+    ops::JoinSideLane(buckets_[launch.front()].flat.device());
     for (int b : launch) {
       timeline_.bucket_start[b] = ReducerTimeline::Clock::now();
-      comm_.QueueAllReduce(buckets_[b].flat.data(), buckets_[b].flat.numel(),
-                           ReduceOp::kSum);
+      lanes_[b % lanes_.size()]->QueueAllReduce(
+          buckets_[b].flat.data(), buckets_[b].flat.numel(), ReduceOp::kSum);
     }
     return;
   }

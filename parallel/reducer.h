@@ -37,7 +37,9 @@
 namespace tandem {
 
 struct ReducerOptions {
-  // Target bucket size; a parameter larger than this gets a bucket alone.
+  // Target bucket size: a bucket closes with the parameter that makes it
+  // reach this many bytes (so buckets can be larger; a large parameter may
+  // share its bucket with the small ones backward finished just before it).
   int64_t bucket_bytes = 4 << 20;
   // false: all-reduce every bucket after backward ends (for measurement).
   bool overlap = true;
@@ -60,6 +62,13 @@ struct ReducerTimeline {
 class Reducer {
  public:
   Reducer(Sequential& model, Communicator& comm, ReducerOptions options = {});
+  // With several communicators over the same ranks ("lanes", e.g.
+  // Worker::gradient_lanes()): on stream-ordered ones (NCCL) bucket b goes to
+  // lane b % lanes, so consecutive buckets' all-reduces run at once instead
+  // of one after the other (see Note [Lanes]). Host communicators use only
+  // the first. lanes[0] also broadcasts the initial parameters.
+  Reducer(Sequential& model, std::vector<Communicator*> lanes,
+          ReducerOptions options = {});
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -71,7 +80,12 @@ class Reducer {
   // Called after each layer's backward (layer index), for traces.
   void set_layer_done_hook(std::function<void(size_t)> hook) { layer_hook_ = std::move(hook); }
   // Records device-side timings of queued all-reduces (costs events).
-  void set_record_device_times(bool record) { comm_.set_record_queue_times(record); }
+  void set_record_device_times(bool record) {
+    for (Communicator* lane : lanes_) lane->set_record_queue_times(record);
+  }
+  // The communicators buckets are spread over (one unless lanes were given
+  // and are stream-ordered).
+  int num_lanes() const { return static_cast<int>(lanes_.size()); }
 
   // Gradient accumulation: with sync off, Backward only accumulates local
   // gradients; turn it back on for the last micro-step.
@@ -105,7 +119,8 @@ class Reducer {
   void Reduce(int bucket);
 
   Sequential& model_;
-  Communicator& comm_;
+  Communicator& comm_;                 // lanes_[0]
+  std::vector<Communicator*> lanes_;   // buckets round-robin over these
   ReducerOptions options_;
   bool sync_ = true;
 

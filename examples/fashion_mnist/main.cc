@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   app.add_flag("--check_collectives", config.launch.check_collectives,
                "debug: compare every collective across ranks (MPI, NCCL) before running it");
   app.add_option("--bucket_mb", config.bucket_mb, "gradient bucket size in MiB");
+  app.add_option("--gradient_lanes", config.launch.gradient_lanes,
+                 "GPUs: NCCL communicators the gradient buckets are spread over");
   app.add_flag("--no_overlap", [&](int64_t) { config.overlap = false; },
                "all-reduce after backward instead of during it");
   app.add_option("--max_train", config.max_train,

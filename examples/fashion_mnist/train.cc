@@ -136,7 +136,7 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
     ReducerOptions reducer_options;
     reducer_options.bucket_bytes = static_cast<int64_t>(config.bucket_mb * (1 << 20));
     reducer_options.overlap = config.overlap;
-    Reducer reducer(*model, worker.gradient_comm(), reducer_options);
+    Reducer reducer(*model, worker.gradient_lanes(), reducer_options);
     std::optional<StepTracer> tracer;
     if (trace) tracer.emplace(*trace, worker.rank, worker.device, *model, reducer);
     auto optimizer = MakeOptimizer(config.optimizer, model->Parameters());

@@ -8,9 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include "core/check.h"
 #include "core/rng.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
+#include "layers/optimizer.h"
 #include "parallel/thread_communicator.h"
 #include "tests/support/dp_training.h"
 
@@ -91,12 +93,60 @@ TEST(ReducerTest, BucketsFollowReverseLayerOrder) {
   ASSERT_EQ(reducer.num_buckets(), 4);
   EXPECT_EQ(reducer.BucketParameterNames(0), std::vector<std::string>{"fc2.bias"});
   EXPECT_EQ(reducer.BucketParameterNames(3), std::vector<std::string>{"fc1.weight"});
+  // A bucket closes with the parameter that fills it: a bias (8 or 12
+  // bytes here) joins the weight after it instead of going alone.
+  options.bucket_bytes = 30;
+  auto model3 = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  Reducer paired(*model3, group.communicator(0), options);
+  ASSERT_EQ(paired.num_buckets(), 2);
+  EXPECT_EQ(paired.BucketParameterNames(0),
+            (std::vector<std::string>{"fc2.bias", "fc2.weight"}));
+  EXPECT_EQ(paired.BucketParameterNames(1),
+            (std::vector<std::string>{"fc1.bias", "fc1.weight"}));
   // Gradients are views into the buckets.
   options.bucket_bytes = 1 << 20;
   auto model2 = Mlp({4, 3, 2}, Activation::kRelu, rng);
   Reducer one_bucket(*model2, group.communicator(0), options);
   EXPECT_EQ(one_bucket.num_buckets(), 1);
   EXPECT_EQ(one_bucket.bucket_elements(0), 4 * 3 + 3 + 3 * 2 + 2);
+}
+
+// Fused SGD keeps no gradients, so there is nothing to all-reduce: two
+// workers get an error naming the way out, one worker trains as usual.
+TEST(ReducerTest, FusedSgdWithSeveralWorkersIsAnError) {
+  ThreadGroup group(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      Rng rng(1);
+      auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
+      Sgd sgd(model->Parameters(), SgdParams{0.1f});
+      ASSERT_TRUE(sgd.FuseIntoBackward(*model));
+      Reducer reducer(*model, group.communicator(r), ReducerOptions());
+      MseLoss loss;
+      loss.Forward(model->Forward(Tensor::Full({2, 4}, 0.5f)), Tensor::Zeros({2, 2}));
+      try {
+        reducer.Backward(loss.Backward());
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("applies SGD inside Backward (Sgd::FuseIntoBackward)"), std::string::npos)
+        << e;
+  }
+  ThreadGroup one(1);
+  Rng rng(1);
+  auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  Sgd sgd(model->Parameters(), SgdParams{0.1f});
+  ASSERT_TRUE(sgd.FuseIntoBackward(*model));
+  Reducer reducer(*model, one.communicator(0), ReducerOptions());
+  MseLoss loss;
+  loss.Forward(model->Forward(Tensor::Full({2, 4}, 0.5f)), Tensor::Zeros({2, 2}));
+  EXPECT_NO_THROW(reducer.Backward(loss.Backward()));
 }
 
 // Timestamps, not sleeps: with overlap on, the first bucket's all-reduce

@@ -1,0 +1,158 @@
+// Does issuing gradient buckets on more than one NCCL communicator (each with
+// its own stream) recover the bandwidth that splitting one all-reduce into
+// buckets loses? Raw NCCL, one process, every visible GPU (ncclCommInitAll),
+// no Tandem reducer: an experiment to decide whether the reducer should
+// spread buckets over communicator lanes.
+//
+//   nccl_lanes_bench --buckets_mb=16,64,64,64,16,0.02 --lanes=1,2,3
+//
+// For each lane count L: the buckets (sizes in MiB, in launch order) are
+// issued back to back, bucket i on lane i % L; lanes are separate
+// communicators on separate streams of each GPU. Reported against one raw
+// all-reduce of the same total bytes. Median of --repeats runs of --iters.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "bench/bench_util.h"
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "parallel/nccl_check.h"
+
+namespace tandem {
+namespace {
+
+struct Gpu {
+  int device;
+  float* data = nullptr;
+  std::vector<cudaStream_t> streams;  // one per lane
+  cudaEvent_t start, stop, fork;
+  std::vector<cudaEvent_t> lane_done;
+};
+
+int Run(int argc, char** argv) {
+  std::string buckets_mb = "16,64,64,64,16,0.02";
+  std::string lanes_list = "1,2,3";
+  int iters = 10, repeats = 5;
+  CLI::App app{"bucketed all-reduce over several NCCL communicators"};
+  app.add_option("--buckets_mb", buckets_mb, "bucket sizes in MiB, launch order");
+  app.add_option("--lanes", lanes_list, "lane counts to try");
+  app.add_option("--iters", iters, "all-reduce rounds per timed run");
+  app.add_option("--repeats", repeats, "timed runs (median reported)");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<int64_t> counts;  // floats per bucket
+  int64_t total = 0;
+  for (double mb : bench::ParseDoubleList(buckets_mb, "--buckets_mb")) {
+    counts.push_back(static_cast<int64_t>(mb * (1 << 20) / 4));
+    total += counts.back();
+  }
+  std::vector<int64_t> lane_counts = bench::ParseIntList(lanes_list, "--lanes");
+  int max_lanes = 1;
+  for (int64_t l : lane_counts) max_lanes = std::max<int>(max_lanes, static_cast<int>(l));
+
+  int n = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&n));
+  TANDEM_CHECK(n >= 2) << "nccl_lanes_bench needs 2 GPUs, found " << n;
+  std::vector<int> devices(n);
+  for (int i = 0; i < n; ++i) devices[i] = i;
+  // comms[lane][gpu]
+  std::vector<std::vector<ncclComm_t>> comms(max_lanes, std::vector<ncclComm_t>(n));
+  for (auto& lane : comms) NCCL_CHECK(ncclCommInitAll(lane.data(), n, devices.data()));
+  std::vector<Gpu> gpus(n);
+  for (int g = 0; g < n; ++g) {
+    Gpu& gpu = gpus[g];
+    gpu.device = g;
+    CUDA_CHECK(cudaSetDevice(g));
+    CUDA_CHECK(cudaMalloc(&gpu.data, total * sizeof(float)));
+    CUDA_CHECK(cudaMemset(gpu.data, 0, total * sizeof(float)));
+    int low, high;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&low, &high));
+    gpu.streams.resize(max_lanes);
+    gpu.lane_done.resize(max_lanes);
+    for (int l = 0; l < max_lanes; ++l) {
+      CUDA_CHECK(cudaStreamCreateWithPriority(&gpu.streams[l], cudaStreamNonBlocking, high));
+      CUDA_CHECK(cudaEventCreateWithFlags(&gpu.lane_done[l], cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaEventCreate(&gpu.start));
+    CUDA_CHECK(cudaEventCreate(&gpu.stop));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gpu.fork, cudaEventDisableTiming));
+  }
+
+  // One round: `chunks` issued in order, chunk i on lane i % lanes. Timed on
+  // GPU 0 from an event on lane 0 (which the other lanes wait for) to an
+  // event after lane 0 has waited for every lane.
+  auto time_ms = [&](const std::vector<int64_t>& chunks, int lanes) {
+    std::vector<double> runs;
+    for (int r = 0; r < repeats + 1; ++r) {
+      for (Gpu& gpu : gpus) {
+        CUDA_CHECK(cudaSetDevice(gpu.device));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaEventRecord(gpu.start, gpu.streams[0]));
+        CUDA_CHECK(cudaEventRecord(gpu.fork, gpu.streams[0]));
+        for (int l = 1; l < lanes; ++l) CUDA_CHECK(cudaStreamWaitEvent(gpu.streams[l], gpu.fork, 0));
+      }
+      for (int it = 0; it < iters; ++it) {
+        int64_t offset = 0;
+        for (size_t c = 0; c < chunks.size(); ++c) {
+          const int lane = static_cast<int>(c % lanes);
+          NCCL_CHECK(ncclGroupStart());
+          for (Gpu& gpu : gpus) {
+            NCCL_CHECK(ncclAllReduce(gpu.data + offset, gpu.data + offset, chunks[c], ncclFloat,
+                                     ncclSum, comms[lane][gpu.device], gpu.streams[lane]));
+          }
+          NCCL_CHECK(ncclGroupEnd());
+          offset += chunks[c];
+        }
+      }
+      for (Gpu& gpu : gpus) {
+        CUDA_CHECK(cudaSetDevice(gpu.device));
+        for (int l = 1; l < lanes; ++l) {
+          CUDA_CHECK(cudaEventRecord(gpu.lane_done[l], gpu.streams[l]));
+          CUDA_CHECK(cudaStreamWaitEvent(gpu.streams[0], gpu.lane_done[l], 0));
+        }
+        CUDA_CHECK(cudaEventRecord(gpu.stop, gpu.streams[0]));
+      }
+      CUDA_CHECK(cudaSetDevice(0));
+      CUDA_CHECK(cudaEventSynchronize(gpus[0].stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, gpus[0].start, gpus[0].stop));
+      if (r > 0) runs.push_back(ms / iters);  // the first run warms up
+    }
+    return bench::Median(runs);
+  };
+
+  const double bytes = 4.0 * total;
+  const double busbw_factor = 2.0 * (n - 1) / n;
+  const double raw_ms = time_ms({total}, 1);
+  std::cout << "lanes gpus=" << n << " what=raw bytes=" << static_cast<int64_t>(bytes)
+            << " ms=" << bench::Fixed(raw_ms, 4)
+            << " busbw_gbs=" << bench::Fixed(bytes * busbw_factor / (raw_ms * 1e6), 1) << "\n";
+  for (int64_t lanes : lane_counts) {
+    const double ms = time_ms(counts, static_cast<int>(lanes));
+    std::cout << "lanes gpus=" << n << " what=buckets buckets=" << counts.size()
+              << " lanes=" << lanes << " ms=" << bench::Fixed(ms, 4)
+              << " busbw_gbs=" << bench::Fixed(bytes * busbw_factor / (ms * 1e6), 1)
+              << " vs_raw=" << bench::Fixed(raw_ms / ms, 3) << std::endl;
+  }
+  for (auto& lane : comms) {
+    for (ncclComm_t c : lane) ncclCommDestroy(c);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  try {
+    return tandem::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
