@@ -271,15 +271,23 @@ class Graph {
   int kernel_nodes_ = 0;
 };
 
-// One graph per input set, captured from `trainer` (already warmed up).
+// One graph per input set, captured from `trainer` (already warmed up),
+// for steps first, first + 1, ...: graph s is the step on input set s.
 // `losses[s]` keeps graph s's loss output alive; each replay rewrites it.
+// Replays must continue from step `first` in order (graph k % sets for step
+// k): with --grads=fused_sgd each step swaps the weights between two buffers
+// (Linear), so a graph is right only at the parity it was captured at, which
+// an even number of sets replayed in order preserves.
 struct StepGraphs {
   std::vector<std::unique_ptr<Graph>> graphs;
   std::vector<Tensor> losses;
 };
 
-StepGraphs CaptureSteps(Trainer& trainer, const Batches& data) {
+StepGraphs CaptureSteps(Trainer& trainer, const Batches& data, int first) {
   StepGraphs g;
+  const size_t sets = data.x.size();
+  g.graphs.resize(sets);
+  g.losses.resize(sets);
   // Graph s's loss stays alive while graph s + 1 is captured, so the
   // captures need up to one block per graph more of a class than the eager
   // steps did (the first session's capture failed on exactly that).
@@ -287,11 +295,12 @@ StepGraphs CaptureSteps(Trainer& trainer, const Batches& data) {
   TANDEM_CHECK(caching != nullptr) << "cuda:0's allocator is not the caching allocator";
   caching->ReserveSpares(static_cast<int>(data.x.size()) + 1);
   const int64_t mallocs = CudaMallocCount();
-  for (size_t s = 0; s < data.x.size(); ++s) {
+  for (size_t j = 0; j < sets; ++j) {
+    const size_t s = (static_cast<size_t>(first) + j) % sets;
     Tensor loss;
-    g.graphs.push_back(std::make_unique<Graph>(
-        Stream(), [&] { loss = trainer.Step(data.x[s], data.y[s]); }));
-    g.losses.push_back(loss);
+    g.graphs[s] = std::make_unique<Graph>(
+        Stream(), [&] { loss = trainer.Step(data.x[s], data.y[s]); });
+    g.losses[s] = loss;
   }
   TANDEM_CHECK(CudaMallocCount() == mallocs)
       << "capturing a step called cudaMalloc; run more warm-up steps";
@@ -426,7 +435,7 @@ GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
 
 // Kernel launches plus cuBLAS calls one eager step issues (layers/*.cc,
 // core/cuda/kernels.cu): ZeroGrad fills each parameter's gradient; each
-// Linear runs a GEMM and a bias(+activation) kernel forward, and
+// Linear runs one GEMM forward (bias and ReLU in its epilogue), and
 // [activation backward,] dW GEMM, bias ColumnSums, dx GEMM backward; MSE is a
 // partial-sum kernel plus a final sum; SGD is one kernel per parameter.
 // Only --grads=accumulate zeroes, and fused_sgd has no SGD pass (the dW GEMM
@@ -439,7 +448,7 @@ int TandemCallsPerStep(const ModelSpec& spec, const std::string& grads) {
   const int sgd = grads == "fused_sgd" ? 0 : params;
   // Backward: per layer dW GEMM, ColumnSums and dx GEMM (none for the
   // first layer), plus ReLU-backward on the hidden layers.
-  return zero + 2 * layers + 2 + (3 * layers - 1 + hidden) + sgd;
+  return zero + layers + 2 + (3 * layers - 1 + hidden) + sgd;
 }
 
 double Norm(const std::vector<float>& v) {
@@ -466,7 +475,7 @@ bench::Row CheckGraph(const ModelSpec& spec, int64_t batch, const Batches& data,
   {
     Trainer t(spec, o);
     for (int k = 0; k < warm; ++k) t.Step(data.x[k % o.sets], data.y[k % o.sets]);
-    StepGraphs g = CaptureSteps(t, data);
+    StepGraphs g = CaptureSteps(t, data, warm);
     int last = 0;
     for (int k = warm; k < k_steps; ++k) {
       last = k % o.sets;
@@ -551,7 +560,7 @@ std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Opt
     bench::Row check = CheckGraph(spec, batch, data, o);
     std::cout << check.KeyValues() << std::endl;
     checks_ok = checks_ok && check.Get("status") == "PASS";
-    StepGraphs g = CaptureSteps(trainer, data);
+    StepGraphs g = CaptureSteps(trainer, data, k);
     auto replay = [&](int i) { g.graphs[i % o.sets]->Launch(Stream()); };
     TimeSteps(std::max(3, 2 * o.sets), 1, k, replay);  // first launches upload each graph
     mallocs = CudaMallocCount();
@@ -605,6 +614,9 @@ int main(int argc, char** argv) {
                                 << o.warmup;
     TANDEM_CHECK(o.repeats >= 1 && o.sets >= 1 && o.steps >= 0)
         << "--repeats and --sets must be at least 1 and --steps not negative";
+    TANDEM_CHECK(!o.graph || o.grads != "fused_sgd" || o.sets % 2 == 0)
+        << "--graph with --grads=fused_sgd needs an even --sets, got " << o.sets
+        << ": the weights alternate between two buffers each step (see CaptureSteps)";
     TANDEM_CHECK(CudaDeviceCount() > 0) << "gpu_step_bench needs a GPU: "
                                         << CudaUnavailableReason();
     cuda::SetCurrentDevice(0);

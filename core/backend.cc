@@ -24,4 +24,18 @@ Activation ParseActivation(const std::string& name) {
   return Activation::kIdentity;
 }
 
+void Backend::GemmEx(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                     int64_t k, float alpha, const float* a, const float* b,
+                     float beta, const float* c, float* d,
+                     const GemmEpilogue& epilogue) {
+  if (m <= 0 || n <= 0) return;
+  if (beta != 0.f && c != d) CopyDeviceToDevice(c, d, m * n);
+  Gemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, d);
+  if (epilogue.bias != nullptr) {
+    BiasActivation(epilogue.activation, d, epilogue.bias, nullptr, d, m, n);
+  } else if (epilogue.activation != Activation::kIdentity) {
+    ActivationForward(epilogue.activation, d, d, m * n);
+  }
+}
+
 }  // namespace tandem

@@ -42,6 +42,12 @@ struct AdamWParams {
   float weight_decay = 0.01f;  // decoupled: param -= lr * wd * param
 };
 
+// What Backend::GemmEx applies to the product before writing it.
+struct GemmEpilogue {
+  const float* bias = nullptr;  // [n], added to every row; null: none
+  Activation activation = Activation::kIdentity;  // applied last
+};
+
 // A point in a device's queue of work, for traces: on the CPU the host clock
 // when it was made; on CUDA a timing event on the compute stream, i.e. the
 // moment the GPU got there.
@@ -95,6 +101,15 @@ class Backend {
   virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
                     int64_t k, float alpha, const float* a, const float* b,
                     float beta, float* c) = 0;
+  // D[m, n] = act(alpha op(A) op(B) + beta C + bias): Gemm with the result
+  // in its own buffer (c may equal d; c is not read when beta is 0) and an
+  // optional bias and activation. The default runs a copy, Gemm and
+  // BiasActivation; the CUDA backend does it in one cuBLASLt call where it
+  // can (ReLU or no activation), so the result is written once.
+  virtual void GemmEx(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                      int64_t k, float alpha, const float* a, const float* b,
+                      float beta, const float* c, float* d,
+                      const GemmEpilogue& epilogue);
   // pre[r, c] = x[r, c] + bias[c] (skipped when pre is null) and
   // out[r, c] = act(x[r, c] + bias[c]), in one pass; x may equal pre or out.
   virtual void BiasActivation(Activation activation, const float* x,

@@ -58,12 +58,17 @@ void CheckScalar(const char* op, const Tensor& t) {
 
 }  // namespace
 
-void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-          Tensor& c, float alpha, float beta) {
-  CheckSameDevice("Gemm", {&a, &b, &c});
+namespace {
+struct GemmSizes {
+  int64_t m, n, k;
+};
+// Checks a Gemm's operands and its output (`out_name` in errors), and
+// returns op(a)'s [m, k] and op(b)'s n.
+GemmSizes CheckGemm(const Tensor& a, bool trans_a, const Tensor& b,
+                    bool trans_b, const Tensor& out, const char* out_name) {
   CheckMatrix("Gemm", "a", a);
   CheckMatrix("Gemm", "b", b);
-  CheckMatrix("Gemm", "c", c);
+  CheckMatrix("Gemm", out_name, out);
   const int64_t m = trans_a ? a.dim(1) : a.dim(0);
   const int64_t k = trans_a ? a.dim(0) : a.dim(1);
   const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
@@ -71,12 +76,39 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
   TANDEM_CHECK(k == kb) << "Gemm: op(a) is [" << m << ", " << k
                         << "] but op(b) is [" << kb << ", " << n
                         << "]: inner dimensions differ";
-  TANDEM_CHECK(c.dim(0) == m && c.dim(1) == n)
-      << "Gemm: c is " << ShapeToString(c.shape()) << ", expected [" << m
-      << ", " << n << "]";
-  if (m == 0 || n == 0) return;
-  c.backend().Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), b.data(), beta,
-                   c.data());
+  TANDEM_CHECK(out.dim(0) == m && out.dim(1) == n)
+      << "Gemm: " << out_name << " is " << ShapeToString(out.shape())
+      << ", expected [" << m << ", " << n << "]";
+  return {m, n, k};
+}
+}  // namespace
+
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+          Tensor& d, const GemmOptions& o) {
+  const Tensor* c = o.c != nullptr ? o.c : &d;
+  CheckSameDevice("Gemm", {&a, &b, c, &d, o.bias});
+  const GemmSizes s = CheckGemm(a, trans_a, b, trans_b, d, "d");
+  TANDEM_CHECK(c->shape() == d.shape())
+      << "Gemm: c is " << ShapeToString(c->shape()) << " but d is "
+      << ShapeToString(d.shape());
+  TANDEM_CHECK(o.bias == nullptr || o.bias->numel() == s.n)
+      << "Gemm: bias " << ShapeToString(o.bias->shape()) << " for " << s.n
+      << " columns";
+  if (s.m == 0 || s.n == 0) return;
+  GemmEpilogue epilogue;
+  epilogue.bias = o.bias ? o.bias->data() : nullptr;
+  epilogue.activation = o.activation;
+  d.backend().GemmEx(trans_a, trans_b, s.m, s.n, s.k, o.alpha, a.data(),
+                     b.data(), o.beta, c->data(), d.data(), epilogue);
+}
+
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+          Tensor& c, float alpha, float beta) {
+  CheckSameDevice("Gemm", {&a, &b, &c});
+  const GemmSizes s = CheckGemm(a, trans_a, b, trans_b, c, "c");
+  if (s.m == 0 || s.n == 0) return;
+  c.backend().Gemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), b.data(),
+                   beta, c.data());
 }
 
 void BiasActivation(Activation activation, const Tensor& x, const Tensor& bias,

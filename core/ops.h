@@ -22,6 +22,18 @@ namespace ops {
 // c = alpha * op(a) op(b) + beta * c for 2-D a, b, c.
 void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
           Tensor& c, float alpha = 1.f, float beta = 0.f);
+// The general form: d = act(alpha op(a) op(b) + beta c + bias), for a
+// result in its own buffer (c defaults to d) and a fused bias and
+// activation (Backend::GemmEx).
+struct GemmOptions {
+  float alpha = 1.f;
+  float beta = 0.f;
+  const Tensor* c = nullptr;     // what beta scales, [m, n]; null: d
+  const Tensor* bias = nullptr;  // [n], added to every row; null: none
+  Activation activation = Activation::kIdentity;
+};
+void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+          Tensor& d, const GemmOptions& options);
 // out = act(x + bias) with x [rows, cols] and bias [cols]; pre (optional)
 // receives x + bias. x may be the same tensor as out or pre.
 void BiasActivation(Activation activation, const Tensor& x, const Tensor& bias,

@@ -1,6 +1,7 @@
 #include "layers/linear.h"
 
 #include <cmath>
+#include <utility>
 #include <sstream>
 
 #include "core/check.h"
@@ -93,12 +94,21 @@ Tensor Linear::Forward(const Tensor& x) {
   ops::JoinSideLane(x.device());
   input_ = x;
   Tensor y = Tensor::Empty({x.dim(0), out_}, x.device());
-  ops::Gemm(x, false, weight_, true, y);  // [batch, in] x [out, in]^T
-  if (options_.activation == Activation::kIdentity) {
-    if (options_.bias) ops::AddBias(y, bias_);
+  if (options_.activation == Activation::kIdentity ||
+      options_.activation == Activation::kRelu) {
+    // One GEMM with the bias and ReLU in its epilogue (cuBLASLt on a GPU).
+    // ReLU's gradient needs only the sign of x W^T + b, which the output
+    // keeps (relu(z) > 0 exactly when z > 0), so nothing else is stored.
+    ops::GemmOptions o;
+    o.bias = options_.bias ? &bias_ : nullptr;
+    o.activation = options_.activation;
+    ops::Gemm(x, false, weight_, true, y, o);  // [batch, in] x [out, in]^T
+    if (options_.activation == Activation::kRelu) pre_activation_ = y;
     return y;
   }
-  // Keep x W^T + b for the activation's gradient; y gets act() of it.
+  ops::Gemm(x, false, weight_, true, y);
+  // GELU and tanh: keep x W^T + b for the activation's gradient; y gets
+  // act() of it.
   pre_activation_ = y;
   Tensor out = Tensor::Empty(y.shape(), y.device());
   if (options_.bias) {
@@ -135,7 +145,24 @@ Tensor Linear::Backward(const Tensor& dy) {
   const Tensor& dz = grad_output_;
   const Device device = dy.device();
   const bool apply_sgd = grad_target().kind == GradTarget::kApplySgd;
-  {
+  if (apply_sgd) {
+    // SGD in backward: W_next = W - lr dz^T x, written by the weight-gradient
+    // GEMM itself (no gradient is stored, read back or updated separately).
+    // It must not overwrite W, which the input-gradient GEMM below reads at
+    // the same time, so the new weights go to a second buffer and the two
+    // swap after this step; the bias, which backward does not read, is
+    // updated in place.
+    if (!weight_next_.defined() || weight_next_.device() != device) {
+      weight_next_ = Tensor::Empty(weight_.shape(), device);
+    }
+    ops::SideLane side(device);
+    ops::GemmOptions o;
+    o.alpha = -grad_target().lr;
+    o.beta = 1.f;
+    o.c = &weight_;
+    ops::Gemm(dz, true, input_, false, weight_next_, o);
+    if (options_.bias) ops::ColumnSums(dz, bias_, 1.f, -grad_target().lr);
+  } else {
     // The weight gradient runs on the side lane beside the input gradient,
     // which the next layer waits for; Sequential::Backward (and any reader
     // of the gradients) joins the lanes.
@@ -150,17 +177,9 @@ Tensor Linear::Backward(const Tensor& dy) {
     ops::Gemm(dz, false, weight_, false, dx);  // [batch, out] x [out, in]
   }
   if (apply_sgd) {
-    // The update overwrites W, which the input gradient just queued reads:
-    // a second side-lane section starts after it, so the update's memory
-    // traffic runs beside the next layer's GEMMs instead of after backward.
-    // (Folding the update into the weight-gradient GEMM's epilogue, beta = 1
-    // on W, makes that GEMM wait for the input gradient, so it no longer
-    // runs beside it; docs/benchmarks.md has both measured.)
-    SgdParams sgd;
-    sgd.lr = grad_target().lr;
-    ops::SideLane side(device);
-    ops::SgdUpdate(sgd, weight_, weight_grad_, nullptr);
-    if (options_.bias) ops::SgdUpdate(sgd, bias_, bias_grad_, nullptr);
+    // SGD was applied above; the new weights are in weight_next_ (see
+    // there), so the two buffers trade places.
+    std::swap(weight_, weight_next_);
   }
   return dx;
 }

@@ -48,6 +48,12 @@ class Linear : public Layer {
   // gradients, or applies SGD to the weight and bias. The parameter work
   // runs on the device's side lane (Backend::BeginSideLane); join it before
   // reading gradients or parameters outside Tandem's ops.
+  //
+  // With kApplySgd the weight lives in two buffers that trade places every
+  // Backward: the tensor weight() returns (and Parameters() points to) is
+  // always the current one, but a CUDA graph captured from such steps bakes
+  // in one step's pair of addresses, so graphs of an even number of steps
+  // must be replayed in the order they were captured (gpu_step_bench does).
   Tensor Backward(const Tensor& dy) override;
   // Accepts every GradTarget.
   bool SetGradTarget(GradTarget target) override;
@@ -66,9 +72,14 @@ class Linear : public Layer {
   int64_t out_;
   LinearOptions options_;
   Tensor weight_, weight_grad_;  // [out, in]
+  // kApplySgd: where Backward writes the updated weights, while the old ones
+  // are still being read; swapped with weight_ after each Backward.
+  Tensor weight_next_;
   Tensor bias_, bias_grad_;      // [out]
   Tensor input_;                 // [batch, in], from the last Forward
-  Tensor pre_activation_;        // [batch, out], when an activation is fused
+  // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
+  // gradient needs only the sign).
+  Tensor pre_activation_;
   Tensor grad_output_;           // [batch, out], d loss / d (x W^T + b)
 };
 

@@ -21,6 +21,7 @@
 #include "core/cuda/device_guard.h"
 #include "core/cuda/event.h"
 #include "core/cuda/kernels.h"
+#include "core/cuda/lt_gemm.h"
 #include "core/cuda/stream.h"
 
 namespace tandem {
@@ -300,7 +301,7 @@ class CudaBackend : public Backend {
     if (n <= 0 || src == dst) return;
     DeviceGuard guard(device_);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
-                               cudaMemcpyDeviceToDevice, stream_.get()));
+                               cudaMemcpyDeviceToDevice, LaneStream()));
   }
 
   std::unique_ptr<TimeMarker> Mark() override {
@@ -357,6 +358,37 @@ class CudaBackend : public Backend {
                                 b, ldb, a, lda, &beta, c, n))
         << "Gemm m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a
         << " trans_b=" << trans_b << " on cuda:" << device_;
+  }
+
+  // One cuBLASLt call where it can (see core/cuda/lt_gemm.h): the result
+  // goes straight to d, with the bias and ReLU applied on the way out.
+  void GemmEx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, const float* b, float beta,
+              const float* c, float* d, const GemmEpilogue& epilogue) override {
+    if (m <= 0 || n <= 0) return;
+    const bool relu = epilogue.activation == Activation::kRelu;
+    if (k > 0 && (relu || epilogue.activation == Activation::kIdentity)) {
+      DeviceGuard guard(device_);
+      Blas& blas = OnSideLane() ? side_blas_ : main_blas_;
+      std::lock_guard<std::mutex> lock(blas.mutex);
+      LtGemmCall call;
+      call.trans_a = trans_a;
+      call.trans_b = trans_b;
+      call.m = m;
+      call.n = n;
+      call.k = k;
+      call.alpha = alpha;
+      call.a = a;
+      call.b = b;
+      call.beta = beta;
+      call.c = c;
+      call.d = d;
+      call.bias = epilogue.bias;
+      call.relu = relu;
+      call.tf32 = AllowTf32();
+      if (blas.lt.Run(blas.stream, call)) return;
+    }
+    Backend::GemmEx(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, d, epilogue);
   }
 
   void BiasActivation(Activation activation, const float* x, const float* bias,
@@ -516,7 +548,10 @@ class CudaBackend : public Backend {
 
   // A cuBLAS handle bound to one stream, with its own workspace.
   struct Blas {
-    explicit Blas(cudaStream_t stream) : workspace(kCublasWorkspaceBytes) {
+    explicit Blas(cudaStream_t stream)
+        : stream(stream),
+          workspace(kCublasWorkspaceBytes),
+          lt(workspace.data(), workspace.bytes()) {
       // cublasSetStream resets the workspace to cuBLAS's own pool, so bind
       // the stream first and the workspace second.
       CUBLAS_CHECK(cublasSetStream(handle.get(), stream));
@@ -525,7 +560,10 @@ class CudaBackend : public Backend {
       CUBLAS_CHECK(cublasSetPointerMode(handle.get(), CUBLAS_POINTER_MODE_HOST));
       CUBLAS_CHECK(cublasSetMathMode(handle.get(), CUBLAS_DEFAULT_MATH));
     }
+    cudaStream_t stream;
     DeviceBuffer workspace;
+    // Both run on `stream`, one call at a time, so they share the workspace.
+    LtGemm lt;
     CublasHandle handle;
     std::mutex mutex;
     bool tf32 = false;  // the handle's math mode; guarded by mutex

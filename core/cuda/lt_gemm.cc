@@ -1,0 +1,106 @@
+#include "core/cuda/lt_gemm.h"
+
+#include <cstdio>
+
+#include "core/cuda/cuda_check.h"
+
+namespace tandem {
+namespace cuda {
+
+// Row-major through column-major cuBLASLt, as in CudaBackend::Gemm: a
+// row-major [r, c] matrix is a column-major [c, r] one, so cuBLASLt computes
+// D^T [n, m] = op(B)^T op(A)^T, with B passed first. Its "rows" are then
+// our columns, so the bias epilogue (one value per row of D^T) adds bias[j]
+// to column j of our D, which is what a layer's bias is.
+
+LtGemm::LtGemm(void* workspace, size_t workspace_bytes)
+    : workspace_(workspace), workspace_bytes_(workspace_bytes) {
+  CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+LtGemm::~LtGemm() {
+  for (auto& entry : plans_) {
+    Plan& p = entry.second;
+    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.cd) cublasLtMatrixLayoutDestroy(p.cd);
+    if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+  }
+  const cublasStatus_t status = cublasLtDestroy(handle_);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "tandem: ignoring %s in cublasLtDestroy\n",
+                 internal::CublasErrorText(status).c_str());
+  }
+}
+
+LtGemm::Plan& LtGemm::PlanFor(const LtGemmCall& call) {
+  const int epilogue = (call.bias ? 1 : 0) | (call.relu ? 2 : 0);
+  const Key key{call.trans_a, call.trans_b, call.m, call.n, call.k, epilogue,
+                call.tf32};
+  auto found = plans_.find(key);
+  if (found != plans_.end()) return found->second;
+  Plan& p = plans_[key];
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(
+      &p.desc, call.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+      CUDA_R_32F));
+  const cublasOperation_t op_b = call.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = call.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                              &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                              &op_a, sizeof(op_a)));
+  const cublasLtEpilogue_t kind =
+      call.bias ? (call.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                : (call.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                              &kind, sizeof(kind)));
+  // Stored column-major shapes: B is [k, n] row-major, i.e. [n, k]
+  // column-major, unless transposed; likewise A.
+  const uint64_t m = static_cast<uint64_t>(call.m), n = static_cast<uint64_t>(call.n),
+                 k = static_cast<uint64_t>(call.k);
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, call.trans_b ? k : n,
+                                          call.trans_b ? n : k,
+                                          static_cast<int64_t>(call.trans_b ? k : n)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, call.trans_a ? m : k,
+                                          call.trans_a ? k : m,
+                                          static_cast<int64_t>(call.trans_a ? m : k)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.cd, CUDA_R_32F, n, m,
+                                          static_cast<int64_t>(n)));
+  cublasLtMatmulPreference_t preference = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const uint64_t bytes = workspace_bytes_;
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.cd, p.cd,
+                                            preference, 1, &result, &returned);
+  }
+  cublasLtMatmulPreferenceDestroy(preference);
+  // "Not supported" (e.g. an epilogue this cuBLASLt lacks for fp32) leaves
+  // the plan unusable; the caller falls back. Anything else is an error.
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+  p.usable = status == CUBLAS_STATUS_SUCCESS && returned > 0;
+  if (p.usable) p.algo = result.algo;
+  return p;
+}
+
+bool LtGemm::Run(cudaStream_t stream, const LtGemmCall& call) {
+  Plan& p = PlanFor(call);
+  if (!p.usable) return false;
+  if (call.bias != nullptr) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof(call.bias)));
+  }
+  const float* c = call.beta == 0.f ? call.d : call.c;
+  CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &call.alpha, call.b, p.a, call.a, p.b,
+                              &call.beta, c, p.cd, call.d, p.cd, &p.algo, workspace_,
+                              workspace_bytes_, stream))
+      << "cublasLtMatmul m=" << call.m << " n=" << call.n << " k=" << call.k
+      << " trans_a=" << call.trans_a << " trans_b=" << call.trans_b;
+  return true;
+}
+
+}  // namespace cuda
+}  // namespace tandem
