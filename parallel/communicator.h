@@ -91,8 +91,9 @@ class Communicator {
   //
   // QueueAllReduce returns at once: the all-reduce runs on the
   // communicator's own stream after everything the device's compute stream
-  // has queued so far (an event recorded there, waited on by the
-  // communication stream). JoinQueued makes the compute stream's later work
+  // and its side lane (Backend::BeginSideLane, where layers put their
+  // gradients) have queued so far (events recorded there, waited on by the
+  // communication stream); the compute stream itself waits for nothing. JoinQueued makes the compute stream's later work
   // wait for every queued all-reduce, again through an event: the host never
   // waits. Host-memory communicators return false from supports_queued().
   virtual bool supports_queued() const { return false; }

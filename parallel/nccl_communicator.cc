@@ -353,7 +353,11 @@ void NcclCommunicator::QueueAllReduce(float* data, int64_t count,
     return;
   }
   cuda::DeviceGuard guard(device_);
+  // The gradients may come from either lane of the compute context (Linear
+  // writes them on the side lane); waiting here for both, rather than making
+  // the compute stream join the side lane, leaves backward running.
   cuda::StreamWaitFor(stream_->get(), cuda::ComputeStream(device_), *event_);
+  cuda::StreamWaitFor(stream_->get(), cuda::SideLaneStream(device_), *event_);
   QueuedSpan span;
   if (record_queue_times_) span.start = cuda::MarkStream(stream_->get(), device_);
   AllReduceOnStream(data, count, op, stream_->get());

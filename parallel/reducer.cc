@@ -20,8 +20,9 @@ namespace tandem {
 // On GPUs the backward loop runs ahead of the device: when OnLayerDone fires,
 // the layer's kernels are queued, not finished. So the reducer does not hand
 // a bucket to a host thread; it calls comm.QueueAllReduce, which records an
-// event on the compute stream (after the bucket's last gradient kernel),
-// makes the communication stream wait on it and queues ncclAllReduce there.
+// event on the compute stream and one on its side lane (Linear queues its
+// gradient kernels there), makes the communication stream wait on both and
+// queues ncclAllReduce there.
 // Backward continues queuing kernels for earlier layers, which the GPU runs
 // while NCCL reduces. At the end, JoinQueued makes the compute stream wait on
 // one event from the communication stream, so the optimizer's kernels (on the
@@ -243,9 +244,6 @@ void Reducer::LaunchReadyBuckets() {
   if (launch.empty()) return;
   if (comm_.supports_queued()) {
     // See Note [Queued all-reduce]; the sum follows Note [Gradient averaging].
-    // The layers may have queued their gradients on the side lane
-    // (Backend::BeginSideLane): the all-reduce waits on the main lane.
-    ops::JoinSideLane(buckets_[launch.front()].flat.device());
     for (int b : launch) {
       timeline_.bucket_start[b] = ReducerTimeline::Clock::now();
       lanes_[b % lanes_.size()]->QueueAllReduce(

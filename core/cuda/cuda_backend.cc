@@ -243,6 +243,7 @@ class CudaBackend : public Backend {
   Allocator& allocator() override { return allocator_; }
   std::string Describe() const override { return description_; }
   cudaStream_t stream() const { return stream_.get(); }
+  cudaStream_t side_stream() const { return side_stream_.get(); }
 
   // See Note [Pinned staging].
   void CopyHostToDevice(const float* host, float* dst, int64_t n) override {
@@ -656,6 +657,8 @@ std::string UnavailableReason() { return Probe().why_not; }
 Backend& GetCudaBackend(int index) { return Context(index); }
 
 cudaStream_t ComputeStream(int index) { return Context(index).stream(); }
+
+cudaStream_t SideLaneStream(int index) { return Context(index).side_stream(); }
 
 std::unique_ptr<TimeMarker> MarkStream(cudaStream_t stream, int device) {
   DeviceGuard guard(device);

@@ -57,6 +57,11 @@ constexpr size_t kStagingChunkBytes = size_t{8} << 20;
 // For code that orders other streams against it (cuda::StreamWaitFor).
 cudaStream_t ComputeStream(int index);
 
+// The side lane's stream of GPU `index`'s context (Backend::BeginSideLane):
+// for code that must wait for work a layer put there (the NCCL reducer waits
+// for the gradients on both lanes).
+cudaStream_t SideLaneStream(int index);
+
 // A TimeMarker (core/backend.h) at the current end of `stream` on GPU
 // `device`: a timing event, for traces of streams other than the compute one.
 std::unique_ptr<TimeMarker> MarkStream(cudaStream_t stream, int device);
