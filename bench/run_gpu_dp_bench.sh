@@ -33,6 +33,10 @@ for mb in 4 25 50 100; do
     timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb --gradient_lanes=$lanes
   done
 done
+echo "== raw NCCL: mlp-large's buckets (old rule, DDP's rule, 100 MiB) over 1-3 communicators"
+for sizes in 16.02,64,0.016,64,0.016,64,16.02 80.02,64.02,64.02,16.02 80.04,64.02,80.02; do
+  timeout 60 "$here/bin/bench__nccl_lanes_bench" --buckets_mb=$sizes --lanes=1,2,3
+done
 echo "== large batch 512, bucket sweep"
 for mb in 4 50 100; do
   timeout 60 "$bin" --model=large --batch=512 --steps=30 --workers=2 --bucket_mb=$mb | sed 's/^/tandem threads /'
