@@ -96,6 +96,13 @@ class Backend {
   virtual void EndSideLane() {}
   virtual void JoinSideLane() {}
 
+  // GEMMs queued from now on are planned for `multiprocessors` fewer
+  // multiprocessors than the device has, because other kernels (an
+  // all-reduce) hold that many beside them; 0 plans for the whole device
+  // again. A GEMM planned for every SM, with some of them taken, runs a
+  // straggling extra wave. Per device, for every thread. Nothing on the CPU.
+  virtual void SetGemmReserve(int multiprocessors) { (void)multiprocessors; }
+
   // C[m, n] = alpha * op(A) * op(B) + beta * C, where op(A) is [m, k] and
   // op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m].
   virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,

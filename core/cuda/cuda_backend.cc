@@ -236,6 +236,8 @@ class CudaBackend : public Backend {
         allocator_(device),
         main_blas_(stream_.get()),
         side_blas_(side_stream_.get()) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount,
+                                      device_));
     description_ = MakeDescription();
   }
 
@@ -346,6 +348,7 @@ class CudaBackend : public Backend {
     // thread-safe); each lane has its own handle and workspace, since two
     // GEMMs running at once must not share a workspace. The math mode
     // follows SetAllowTf32.
+    NotOverridden("Gemm");
     Blas& blas = OnSideLane() ? side_blas_ : main_blas_;
     std::lock_guard<std::mutex> lock(blas.mutex);
     const bool tf32 = AllowTf32();
@@ -354,6 +357,11 @@ class CudaBackend : public Backend {
           cublasSetMathMode(blas.handle.get(), tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                     : CUBLAS_DEFAULT_MATH));
       blas.tf32 = tf32;
+    }
+    const int sm_target = GemmSmTarget();
+    if (sm_target != blas.sm_target) {
+      CUBLAS_CHECK(cublasSetSmCountTarget(blas.handle.get(), sm_target));
+      blas.sm_target = sm_target;
     }
     CUBLAS_CHECK(cublasSgemm_64(blas.handle.get(), op_b, op_a, n, m, k, &alpha,
                                 b, ldb, a, lda, &beta, c, n))
@@ -370,6 +378,7 @@ class CudaBackend : public Backend {
     const bool relu = epilogue.activation == Activation::kRelu;
     if (k > 0 && (relu || epilogue.activation == Activation::kIdentity)) {
       DeviceGuard guard(device_);
+      NotOverridden("GemmEx");
       Blas& blas = OnSideLane() ? side_blas_ : main_blas_;
       std::lock_guard<std::mutex> lock(blas.mutex);
       LtGemmCall call;
@@ -387,6 +396,7 @@ class CudaBackend : public Backend {
       call.bias = epilogue.bias;
       call.relu = relu;
       call.tf32 = AllowTf32();
+      call.sm_count_target = GemmSmTarget();
       if (blas.lt.Run(blas.stream, call)) return;
     }
     Backend::GemmEx(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, d, epilogue);
@@ -502,9 +512,10 @@ class CudaBackend : public Backend {
   void BeginSideLane() override {
     DeviceGuard guard(device_);
     std::lock_guard<std::mutex> lock(lane_mutex_);
-    TANDEM_CHECK(!OnSideLaneLocked())
+    TANDEM_CHECK(!OnSideLaneLocked() && OverrideLocked() == nullptr)
         << "cuda:" << device_
-        << ": BeginSideLane while this thread's side lane is open";
+        << ": BeginSideLane while this thread's side lane is open or its ops "
+           "go to another stream (cuda::StreamOverride)";
     StreamWaitFor(side_stream_.get(), stream_.get(), fork_event_);
     side_threads_.push_back(std::this_thread::get_id());
     side_pending_ = true;
@@ -547,6 +558,19 @@ class CudaBackend : public Backend {
            std::to_string(cublas) + ")";
   }
 
+  void SetGemmReserve(int multiprocessors) override {
+    TANDEM_CHECK(multiprocessors >= 0 && multiprocessors < multiprocessors_)
+        << "SetGemmReserve(" << multiprocessors << ") on cuda:" << device_
+        << ": it has " << multiprocessors_ << " multiprocessors";
+    gemm_reserve_.store(multiprocessors, std::memory_order_relaxed);
+  }
+
+  // cuBLAS's SM-count target for the current reserve: 0 means "all".
+  int GemmSmTarget() const {
+    const int reserve = gemm_reserve_.load(std::memory_order_relaxed);
+    return reserve == 0 ? 0 : multiprocessors_ - reserve;
+  }
+
   // A cuBLAS handle bound to one stream, with its own workspace.
   struct Blas {
     explicit Blas(cudaStream_t stream)
@@ -568,6 +592,7 @@ class CudaBackend : public Backend {
     CublasHandle handle;
     std::mutex mutex;
     bool tf32 = false;  // the handle's math mode; guarded by mutex
+    int sm_target = 0;  // the handle's SM-count target; guarded by mutex
   };
 
   // Whether the calling thread's ops go to the side lane.
@@ -585,10 +610,49 @@ class CudaBackend : public Backend {
     TANDEM_CHECK(!OnSideLane())
         << op << " on cuda:" << device_
         << " uses scratch memory and cannot run on the side lane";
+    NotOverridden(op);
+  }
+  // GEMMs run on their cuBLAS handle's stream and scratch memory follows the
+  // main lane's order, so neither can follow a StreamOverride.
+  void NotOverridden(const char* op) {
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    TANDEM_CHECK(OverrideLocked() == nullptr)
+        << op << " on cuda:" << device_
+        << " cannot run on another stream (cuda::StreamOverride): only "
+           "element-wise ops can";
+  }
+  cudaStream_t OverrideLocked() const {
+    for (const auto& entry : overrides_) {
+      if (entry.first == std::this_thread::get_id()) return entry.second;
+    }
+    return nullptr;
   }
   cudaStream_t LaneStream() {
-    return OnSideLane() ? side_stream_.get() : stream_.get();
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    if (cudaStream_t s = OverrideLocked()) return s;
+    return OnSideLaneLocked() ? side_stream_.get() : stream_.get();
   }
+
+ public:
+  // See cuda::StreamOverride.
+  void PushStreamOverride(cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    TANDEM_CHECK(OverrideLocked() == nullptr && !OnSideLaneLocked())
+        << "cuda::StreamOverride on cuda:" << device_
+        << " while this thread already has one or has the side lane open";
+    overrides_.push_back({std::this_thread::get_id(), stream});
+  }
+  void PopStreamOverride() {
+    std::lock_guard<std::mutex> lock(lane_mutex_);
+    for (auto it = overrides_.begin(); it != overrides_.end(); ++it) {
+      if (it->first == std::this_thread::get_id()) {
+        overrides_.erase(it);
+        return;
+      }
+    }
+  }
+
+ private:
   void JoinSideLaneLocked() {
     if (!side_pending_) return;
     DeviceGuard guard(device_);
@@ -598,6 +662,8 @@ class CudaBackend : public Backend {
   }
 
   const int device_;
+  int multiprocessors_ = 0;
+  std::atomic<int> gemm_reserve_{0};  // SetGemmReserve
   // Declaration order is construction order: the streams before the cuBLAS
   // handles bound to them, and destruction runs the other way.
   Stream stream_;
@@ -610,6 +676,8 @@ class CudaBackend : public Backend {
   Event fork_event_;
   Event join_event_;
   std::vector<std::thread::id> side_threads_;  // threads with the lane open
+  // cuda::StreamOverride: per thread, where its ops go instead.
+  std::vector<std::pair<std::thread::id, cudaStream_t>> overrides_;
   bool side_pending_ = false;  // side-lane work the main lane has not joined
   std::mutex h2d_mutex_;
   StagingSlots h2d_;
@@ -659,6 +727,12 @@ Backend& GetCudaBackend(int index) { return Context(index); }
 cudaStream_t ComputeStream(int index) { return Context(index).stream(); }
 
 cudaStream_t SideLaneStream(int index) { return Context(index).side_stream(); }
+
+StreamOverride::StreamOverride(int device, cudaStream_t stream) : device_(device) {
+  Context(device).PushStreamOverride(stream);
+}
+
+StreamOverride::~StreamOverride() { Context(device_).PopStreamOverride(); }
 
 std::unique_ptr<TimeMarker> MarkStream(cudaStream_t stream, int device) {
   DeviceGuard guard(device);

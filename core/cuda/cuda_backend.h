@@ -62,6 +62,23 @@ cudaStream_t ComputeStream(int index);
 // for the gradients on both lanes).
 cudaStream_t SideLaneStream(int index);
 
+// While one lives, the ops the calling thread queues on GPU `device` go to
+// `stream`, after whatever that stream already holds: for work that must
+// follow a collective on a communication stream without the compute stream
+// waiting (the reducer's per-bucket optimizer update, see
+// Reducer::set_optimizer). Element-wise ops only: GEMMs and ops that use
+// scratch memory refuse, naming the op. Not while the side lane is open.
+class StreamOverride {
+ public:
+  StreamOverride(int device, cudaStream_t stream);
+  ~StreamOverride();
+  StreamOverride(const StreamOverride&) = delete;
+  StreamOverride& operator=(const StreamOverride&) = delete;
+
+ private:
+  int device_;
+};
+
 // A TimeMarker (core/backend.h) at the current end of `stream` on GPU
 // `device`: a timing event, for traces of streams other than the compute one.
 std::unique_ptr<TimeMarker> MarkStream(cudaStream_t stream, int device);

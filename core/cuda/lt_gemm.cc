@@ -36,7 +36,7 @@ LtGemm::~LtGemm() {
 LtGemm::Plan& LtGemm::PlanFor(const LtGemmCall& call) {
   const int epilogue = (call.bias ? 1 : 0) | (call.relu ? 2 : 0);
   const Key key{call.trans_a, call.trans_b, call.m, call.n, call.k, epilogue,
-                call.tf32};
+                call.tf32, call.sm_count_target};
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
   Plan& p = plans_[key];
@@ -54,6 +54,11 @@ LtGemm::Plan& LtGemm::PlanFor(const LtGemmCall& call) {
                 : (call.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                               &kind, sizeof(kind)));
+  if (call.sm_count_target > 0) {
+    const int32_t sms = call.sm_count_target;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
+  }
   // Stored column-major shapes: B is [k, n] row-major, i.e. [n, k]
   // column-major, unless transposed; likewise A.
   const uint64_t m = static_cast<uint64_t>(call.m), n = static_cast<uint64_t>(call.n),

@@ -36,6 +36,7 @@ struct LtGemmCall {
   const float* bias = nullptr;  // [n] added to every row, or null
   bool relu = false;            // max(0, .) after the bias
   bool tf32 = false;
+  int sm_count_target = 0;      // plan for this many SMs; 0: all of them
 };
 
 class LtGemm {
@@ -58,7 +59,7 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
     bool usable = false;
   };
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int, bool>;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int, bool, int>;
   Plan& PlanFor(const LtGemmCall& call);
 
   cublasLtHandle_t handle_ = nullptr;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/stream.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "tests/core/cuda/cuda_test.h"
@@ -283,6 +285,37 @@ TEST_F(CudaBackendTest, CallableFromAnotherThreadWithAnotherDeviceCurrent) {
   });
   worker.join();
   EXPECT_EQ(out, std::vector<float>(1000, 6.f));
+}
+
+// StreamOverride sends element-wise ops to the given stream: while that
+// stream is held up by a host callback, the compute stream does not see the
+// op's result; once released, it is there. GEMMs refuse, naming the op.
+TEST_F(CudaBackendTest, StreamOverrideRedirectsElementwiseOpsAndRefusesGemm) {
+  Stream other;
+  std::atomic<bool> release{false};
+  auto hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+  };
+  Tensor t = Tensor::Zeros({256}, Device::Cuda(0));
+  gpu().Synchronize();
+  CUDA_CHECK(cudaLaunchHostFunc(other.get(), hold, &release));
+  {
+    StreamOverride on_other(0, other.get());
+    ops::Fill(t, 5.f);
+    Tensor a = Tensor::Zeros({2, 2}, Device::Cuda(0));
+    try {
+      ops::Gemm(a, false, a, false, a);
+      FAIL() << "a GEMM ran on an overriding stream";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot run on another stream"), std::string::npos)
+          << e.what();
+    }
+  }
+  // The compute stream has not waited for `other`, which has not run the fill.
+  EXPECT_EQ(t.ToVector(), std::vector<float>(256, 0.f));
+  release = true;
+  other.Synchronize();
+  EXPECT_EQ(t.ToVector(), std::vector<float>(256, 5.f));
 }
 
 }  // namespace
