@@ -80,17 +80,33 @@ void Sgd::Unfuse() {
   ZeroGrad();  // the gradients were not kept up to date meanwhile
 }
 
+void Optimizer::UpdateAllAndCount() {
+  if (!updates_handed_off_) {
+    JoinParameterWork();
+    std::vector<size_t> all(params_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    UpdateParameters(all);
+  }
+  ++steps_;
+}
+
 void Sgd::Step() {
   if (fused_into_ != nullptr) {  // Backward has applied the update
     ++steps_;
     return;
   }
-  JoinParameterWork();
-  for (size_t i = 0; i < params_.size(); ++i) {
+  UpdateAllAndCount();
+}
+
+void Sgd::UpdateParameters(const std::vector<size_t>& indices) {
+  TANDEM_CHECK(fused_into_ == nullptr)
+      << "SGD is fused into model '" << fused_into_->Name()
+      << "' (Sgd::FuseIntoBackward): its Backward updates the parameters";
+  for (size_t i : indices) {
+    TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
     ops::SgdUpdate(options_, *params_[i].value, *params_[i].grad,
                    velocity_.empty() ? nullptr : &velocity_[i]);
   }
-  ++steps_;
 }
 
 std::vector<std::pair<std::string, Tensor*>> Sgd::State() {
@@ -119,12 +135,14 @@ void AdamW::set_lr(float lr) {
   options_.lr = lr;
 }
 
-void AdamW::Step() {
-  JoinParameterWork();
-  ++steps_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    ops::AdamWUpdate(options_, steps_, *params_[i].value, *params_[i].grad,
-                     m_[i], v_[i]);
+void AdamW::Step() { UpdateAllAndCount(); }
+
+void AdamW::UpdateParameters(const std::vector<size_t>& indices) {
+  // The step being taken: Step counts it after the updates.
+  const int64_t step = steps_ + 1;
+  for (size_t i : indices) {
+    TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
+    ops::AdamWUpdate(options_, step, *params_[i].value, *params_[i].grad, m_[i], v_[i]);
   }
 }
 

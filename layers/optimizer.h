@@ -41,14 +41,30 @@ class Optimizer {
   // The model this optimizer runs inside of (Sgd::FuseIntoBackward), or null.
   Layer* fused_into() const { return fused_into_; }
 
+  // Updates parameters `indices` (into parameters()) from their gradients,
+  // as the coming Step() would, and counts no step: for a data-parallel
+  // reducer that updates each bucket as soon as its all-reduce is done
+  // (Reducer::set_optimizer). Ops go wherever the caller's ops go (on a GPU,
+  // the reducer puts them on the bucket's communication stream). Joins
+  // nothing: the caller orders it after the gradients.
+  virtual void UpdateParameters(const std::vector<size_t>& indices) = 0;
+  // While on, Step() only counts the step: whoever turned it on calls
+  // UpdateParameters for every parameter once per step instead.
+  void set_updates_handed_off(bool handed_off) { updates_handed_off_ = handed_off; }
+  bool updates_handed_off() const { return updates_handed_off_; }
+
  protected:
   // The main lane of each parameter's device waits for the layers' side-lane
   // work (Backend::BeginSideLane) before gradients are read or cleared.
   void JoinParameterWork();
 
+  // Step() for optimizers that update through UpdateParameters.
+  void UpdateAllAndCount();
+
   std::vector<Parameter> params_;
   int64_t steps_ = 0;
   Layer* fused_into_ = nullptr;
+  bool updates_handed_off_ = false;
 };
 
 class Sgd : public Optimizer {
@@ -67,6 +83,7 @@ class Sgd : public Optimizer {
   // Back to separate Step()s; gradients start from zero.
   void Unfuse();
   void Step() override;
+  void UpdateParameters(const std::vector<size_t>& indices) override;
   std::string Name() const override { return "sgd"; }
   float lr() const override { return options_.lr; }
   void set_lr(float lr) override;
@@ -81,6 +98,7 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Parameter> params, AdamWParams options);
   void Step() override;
+  void UpdateParameters(const std::vector<size_t>& indices) override;
   std::string Name() const override { return "adamw"; }
   float lr() const override { return options_.lr; }
   void set_lr(float lr) override;

@@ -56,6 +56,42 @@ TEST_P(OptimizerTest, AdamWTwoStepsByHand) {
   EXPECT_EQ(adam.State().size(), 2u);
 }
 
+// UpdateParameters is Step's update without the count, parameter by
+// parameter; with updates handed off (Reducer::set_optimizer), Step only
+// counts.
+TEST_P(OptimizerTest, UpdateParametersIsStepWithoutTheCount) {
+  for (const char* name : {"sgd", "adamw"}) {
+    OptimizerConfig config;
+    config.name = name;
+    config.lr = 0.1f;
+    config.momentum = 0.9f;
+    Tensor w2 = Tensor::FromVector({3, 4}, {2}, device());
+    Tensor g2 = Tensor::FromVector({-1, 2}, {2}, device());
+    Tensor w1 = Tensor::FromVector({1, -2}, {2}, device());
+    Tensor g1 = Tensor::FromVector({0.5f, 0.25f}, {2}, device());
+    std::vector<Parameter> params = {{"a", &w1, &g1}, {"b", &w2, &g2}};
+    auto stepped = MakeOptimizer(config, params);
+    stepped->Step();
+    stepped->Step();
+    const std::vector<float> expected_a = w1.ToVector(), expected_b = w2.ToVector();
+
+    w1 = Tensor::FromVector({1, -2}, {2}, device());
+    w2 = Tensor::FromVector({3, 4}, {2}, device());
+    params = {{"a", &w1, &g1}, {"b", &w2, &g2}};
+    auto by_hand = MakeOptimizer(config, params);
+    by_hand->set_updates_handed_off(true);
+    for (int step = 0; step < 2; ++step) {
+      by_hand->UpdateParameters({1});
+      EXPECT_EQ(by_hand->steps(), step) << name;
+      by_hand->UpdateParameters({0});
+      by_hand->Step();  // counts only
+    }
+    EXPECT_EQ(by_hand->steps(), 2) << name;
+    EXPECT_EQ(w1.ToVector(), expected_a) << name;
+    EXPECT_EQ(w2.ToVector(), expected_b) << name;
+  }
+}
+
 TEST_P(OptimizerTest, ConfigErrorsNameTheFlag) {
   OptimizerConfig c;
   c.name = "adagrad";
