@@ -26,9 +26,9 @@
 #define TANDEM_PARALLEL_COMMUNICATOR_H_
 
 #include <cstdint>
-#include <string>
-
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/backend.h"
@@ -101,6 +101,12 @@ class Communicator {
     TANDEM_CHECK(false) << Describe() << " has no stream-ordered all-reduce";
   }
   virtual void JoinQueued() {}
+  // Runs `work` so that the ops it queues follow this communicator's queued
+  // collectives (on NCCL: they go to its communication stream), and a later
+  // JoinQueued covers them too. Only element-wise ops (cuda::StreamOverride).
+  // Host communicators, whose collectives are done when they return, just
+  // run it.
+  virtual void RunQueued(const std::function<void()>& work) { work(); }
 
   // For traces: while on, every QueueAllReduce records a TimeMarker on the
   // communication stream where its all-reduce starts (after the wait for

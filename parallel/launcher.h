@@ -59,8 +59,11 @@ struct LaunchOptions {
   double stop_grace_s = 5.0;
   // Workers on GPUs: how many NCCL communicators each gets for gradients
   // (Worker::gradient_lanes). The reducer spreads its buckets over them so
-  // that consecutive all-reduces overlap (Note [Lanes] in reducer.cc).
-  int gradient_lanes = 2;
+  // that consecutive all-reduces overlap (Note [Lanes] in reducer.cc). Two
+  // lanes move a bucketed gradient faster when nothing else runs, but in a
+  // training step one lane was faster (fewer NCCL kernels beside backward's
+  // GEMMs; docs/benchmarks.md), hence the default.
+  int gradient_lanes = 1;
 };
 
 struct Worker {

@@ -379,6 +379,12 @@ void NcclCommunicator::JoinQueued() {
   cuda::StreamWaitFor(cuda::ComputeStream(device_), stream_->get(), *event_);
 }
 
+void NcclCommunicator::RunQueued(const std::function<void()>& work) {
+  ThrowIfAborted();
+  cuda::StreamOverride on_comm_stream(device_, stream_->get());
+  work();
+}
+
 void NcclCommunicator::Broadcast(float* data, int64_t count, int root) {
   BeginCollective("Broadcast", count);
   const std::string detail = "root " + std::to_string(root);

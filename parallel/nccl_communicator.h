@@ -40,6 +40,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -117,6 +118,7 @@ class NcclCommunicator final : public Communicator {
   bool supports_queued() const override { return true; }
   void QueueAllReduce(float* data, int64_t count, ReduceOp op) override;
   void JoinQueued() override;
+  void RunQueued(const std::function<void()>& work) override;
   void set_record_queue_times(bool record) override { record_queue_times_ = record; }
   std::vector<QueuedSpan> TakeQueuedSpans() override;
 

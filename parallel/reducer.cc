@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
 
@@ -47,6 +48,29 @@ namespace tandem {
 // go round-robin over the lanes given. Every rank issues bucket b on the
 // same lane in the same order, which is all NCCL asks of concurrent
 // communicators.
+
+// Note [GEMM reserve]
+// NCCL's all-reduce kernels hold SMs (one per channel) for as long as they
+// run. A backward GEMM that cuBLAS planned for every SM then runs part of its
+// work as a straggling extra wave on the SMs left. So while all-reduces may
+// be in flight (from the first queued bucket to the end of backward) the
+// reducer asks the backend to plan GEMMs for `gemm_reserve` fewer SMs
+// (cublasSetSmCountTarget, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). On 2 H200s
+// 16 took 1.3% off the step of mlp-large at batch 512 and 0.8% at 4096;
+// capping NCCL's CTAs instead only slowed the all-reduces more than it sped
+// the GEMMs (bench/run_nccl_sm_sweep.sh, docs/benchmarks.md).
+//
+// Note [Per-bucket update]
+// With set_optimizer, a bucket's parameters are updated right behind its
+// all-reduce, on the same communication stream, instead of by one pass after
+// backward. That is safe: the all-reduce started only after the bucket's
+// layers finished backward (both lanes, Note [Queued all-reduce]), so nothing
+// of this step reads those weights any more, and the compute stream's join
+// (JoinQueued, after backward) comes after the updates, so the next forward
+// sees them. The updates of all but the last bucket then run beside
+// backward; only the last bucket's is left after it. The optimizer's kernels
+// are the same ones Step would queue, on the same data, so the result is
+// bitwise the same (tests/parallel/reducer_test, gpu_reducer_test).
 
 Reducer::Reducer(Sequential& model, Communicator& comm, ReducerOptions options)
     : Reducer(model, std::vector<Communicator*>{&comm}, options) {}
@@ -104,6 +128,45 @@ Reducer::~Reducer() {
   }
   cv_.notify_all();
   if (comm_thread_.joinable()) comm_thread_.join();
+}
+
+void Reducer::set_optimizer(Optimizer* optimizer) {
+  if (optimizer_ != nullptr) optimizer_->set_updates_handed_off(false);
+  optimizer_ = nullptr;
+  bucket_optimizer_params_.clear();
+  if (optimizer == nullptr) return;
+  TANDEM_CHECK(optimizer->fused_into() == nullptr)
+      << "optimizer '" << optimizer->Name() << "' is fused into model '"
+      << optimizer->fused_into()->Name()
+      << "' (Sgd::FuseIntoBackward): it cannot also update per bucket";
+  const std::vector<Parameter>& theirs = optimizer->parameters();
+  TANDEM_CHECK(theirs.size() == params_.size())
+      << "optimizer '" << optimizer->Name() << "' holds " << theirs.size()
+      << " parameters but model '" << model_.Name() << "' has " << params_.size()
+      << ": build it over the model's Parameters()";
+  std::vector<size_t> index_of(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    size_t j = 0;
+    while (j < theirs.size() && theirs[j].value != params_[i].value) ++j;
+    TANDEM_CHECK(j < theirs.size())
+        << "optimizer '" << optimizer->Name() << "' does not hold parameter '"
+        << params_[i].name << "' of model '" << model_.Name() << "'";
+    index_of[i] = j;
+  }
+  for (const Bucket& bucket : buckets_) {
+    std::vector<size_t> indices;
+    for (size_t i : bucket.params) indices.push_back(index_of[i]);
+    bucket_optimizer_params_.push_back(std::move(indices));
+  }
+  optimizer_ = optimizer;
+  optimizer_->set_updates_handed_off(true);
+}
+
+void Reducer::UpdateBucket(int b) {
+  if (optimizer_ == nullptr) return;
+  // On NCCL: behind the bucket's all-reduce on its communication stream.
+  lanes_[b % lanes_.size()]->RunQueued(
+      [&] { optimizer_->UpdateParameters(bucket_optimizer_params_[b]); });
 }
 
 void Reducer::BuildBuckets() {
@@ -169,7 +232,16 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   // One worker: its gradients already are the global ones.
   if (!sync_ || comm_.size() == 1) {
     last_comm_wait_ = 0.0;
-    return model_.Backward(dloss, layer_hook_);
+    Tensor dx = model_.Backward(dloss, layer_hook_);
+    if (sync_ && optimizer_ != nullptr) {
+      // Nothing to reduce: update in the compute stream's order, after the
+      // layers' side-lane work.
+      ops::JoinSideLane(params_[0].value->device());
+      for (const std::vector<size_t>& indices : bucket_optimizer_params_) {
+        optimizer_->UpdateParameters(indices);
+      }
+    }
+    return dx;
   }
 
   using Clock = ReducerTimeline::Clock;
@@ -192,7 +264,14 @@ Tensor Reducer::Backward(const Tensor& dloss) {
          "no gradients to all-reduce: with more than one worker, step the "
          "optimizer after the reducer instead";
   timeline_.backward_start = Clock::now();
-  Tensor dx = model_.Backward(dloss, [this](size_t layer) { OnLayerDone(layer); });
+  Tensor dx;
+  try {
+    dx = model_.Backward(dloss, [this](size_t layer) { OnLayerDone(layer); });
+  } catch (...) {
+    ReleaseGemmReserve();
+    throw;
+  }
+  ReleaseGemmReserve();
   timeline_.backward_end = Clock::now();
   if (!options_.overlap) LaunchReadyBuckets();
   if (comm_.supports_queued()) {
@@ -222,6 +301,8 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   last_comm_wait_ =
       std::chrono::duration<double>(timeline_.step_end - timeline_.backward_end).count();
   TANDEM_CHECK(comm_error_.empty()) << "gradient all-reduce failed: " << comm_error_;
+  lock.unlock();
+  for (int b = 0; b < num_buckets(); ++b) UpdateBucket(b);
   return dx;
 }
 
@@ -243,11 +324,17 @@ void Reducer::LaunchReadyBuckets() {
   }
   if (launch.empty()) return;
   if (comm_.supports_queued()) {
+    // See Note [GEMM reserve]; only while backward still runs.
+    if (options_.gemm_reserve > 0 && options_.overlap && !gemm_reserved_) {
+      GetBackend(params_[0].value->device()).SetGemmReserve(options_.gemm_reserve);
+      gemm_reserved_ = true;
+    }
     // See Note [Queued all-reduce]; the sum follows Note [Gradient averaging].
     for (int b : launch) {
       timeline_.bucket_start[b] = ReducerTimeline::Clock::now();
       lanes_[b % lanes_.size()]->QueueAllReduce(
           buckets_[b].flat.data(), buckets_[b].flat.numel(), ReduceOp::kSum);
+      UpdateBucket(b);  // See Note [Per-bucket update]
     }
     return;
   }
@@ -256,6 +343,12 @@ void Reducer::LaunchReadyBuckets() {
     queue_.insert(queue_.end(), launch.begin(), launch.end());
   }
   cv_.notify_all();
+}
+
+void Reducer::ReleaseGemmReserve() {
+  if (!gemm_reserved_) return;
+  gemm_reserved_ = false;
+  GetBackend(params_[0].value->device()).SetGemmReserve(0);
 }
 
 void Reducer::CommLoop() {

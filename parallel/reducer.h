@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "layers/optimizer.h"
 #include "layers/sequential.h"
 #include "parallel/communicator.h"
 
@@ -43,6 +44,11 @@ struct ReducerOptions {
   int64_t bucket_bytes = 4 << 20;
   // false: all-reduce every bucket after backward ends (for measurement).
   bool overlap = true;
+  // On GPUs: from the first queued all-reduce to the end of backward, plan
+  // backward's GEMMs for this many fewer multiprocessors, which NCCL's
+  // kernels hold meanwhile (Backend::SetGemmReserve; Note [GEMM reserve]).
+  // 0: GEMMs plan for the whole device.
+  int gemm_reserve = 16;
 };
 
 // Timeline of one step, on the steady clock, for tests and traces.
@@ -87,6 +93,15 @@ class Reducer {
   // and are stream-ordered).
   int num_lanes() const { return static_cast<int>(lanes_.size()); }
 
+  // Backward also applies `optimizer` (built over this model's parameters),
+  // bucket by bucket, as soon as each bucket's gradients are reduced: on
+  // GPUs on the bucket's communication stream, so the update of the last
+  // layers overlaps backward of the first ones (Note [Per-bucket update]).
+  // optimizer.Step() then only counts the step; call it as before. Nothing
+  // may read or change the gradients between Backward and Step (clipping
+  // needs the usual separate Step: pass nullptr to go back to it).
+  void set_optimizer(Optimizer* optimizer);
+
   // Gradient accumulation: with sync off, Backward only accumulates local
   // gradients; turn it back on for the last micro-step.
   void set_sync(bool sync) { sync_ = sync; }
@@ -115,6 +130,8 @@ class Reducer {
   void OnLayerDone(size_t layer);
   void MarkBucketReady(int bucket);
   void LaunchReadyBuckets();
+  void ReleaseGemmReserve();  // undoes options_.gemm_reserve, if set
+  void UpdateBucket(int b);   // optimizer_ over bucket b's parameters
   void CommLoop();
   void Reduce(int bucket);
 
@@ -128,7 +145,10 @@ class Reducer {
   std::vector<int> param_bucket_;                 // param index -> bucket
   std::vector<std::vector<size_t>> layer_params_; // layer -> param indices
   std::vector<Bucket> buckets_;
+  Optimizer* optimizer_ = nullptr;               // set_optimizer
+  std::vector<std::vector<size_t>> bucket_optimizer_params_;  // bucket -> its indices
   int next_to_launch_ = 0;       // See Note [Bucket order]
+  bool gemm_reserved_ = false;   // options_.gemm_reserve is in force
   std::vector<bool> ready_;
 
   // Communication thread and its queue.

@@ -140,6 +140,9 @@ TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
     std::optional<StepTracer> tracer;
     if (trace) tracer.emplace(*trace, worker.rank, worker.device, *model, reducer);
     auto optimizer = MakeOptimizer(config.optimizer, model->Parameters());
+    // Each bucket is updated as soon as it is reduced (on GPUs beside
+    // backward); optimizer->Step() below then only counts the step.
+    reducer.set_optimizer(optimizer.get());
     SoftmaxCrossEntropyLoss loss;
 
     // Resume: every rank reads the file itself; Restore checks everything

@@ -83,6 +83,50 @@ TEST(ReducerTest, NoSyncAccumulationEqualsOneLargeBatch) {
   EXPECT_LE(MaxRelativeDifference(params[0], reference), 1e-5);
 }
 
+// The same updates, applied bucket by bucket inside Backward instead of by
+// Step: bitwise the same parameters, with accumulation and on one worker too.
+TEST(ReducerTest, PerBucketUpdateEqualsStepBitwise) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    for (int micro_steps : {1, 2}) {
+      for (int n : {1, 3}) {
+        DpSetup setup;
+        setup.optimizer = optimizer;
+        setup.micro_steps = micro_steps;
+        const auto stepped = RunThreads(n, setup);
+        setup.per_bucket_update = true;
+        const auto per_bucket = RunThreads(n, setup);
+        EXPECT_EQ(per_bucket[0], stepped[0])
+            << optimizer << ", " << micro_steps << " micro-steps, " << n << " workers";
+        // The update really moved the parameters (not both left unchanged).
+        setup.steps = 0;
+        EXPECT_NE(RunThreads(n, setup)[0], per_bucket[0]) << optimizer;
+      }
+    }
+  }
+}
+
+TEST(ReducerTest, PerBucketUpdateNeedsTheModelsOptimizer) {
+  Rng rng(1);
+  auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  auto other = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  ThreadGroup group(1);
+  Reducer reducer(*model, group.communicator(0));
+  Sgd wrong(other->Parameters(), SgdParams{});
+  try {
+    reducer.set_optimizer(&wrong);
+    FAIL() << "no error for an optimizer over another model's parameters";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not hold parameter"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(wrong.updates_handed_off());
+  Sgd right(model->Parameters(), SgdParams{});
+  reducer.set_optimizer(&right);
+  EXPECT_TRUE(right.updates_handed_off());
+  reducer.set_optimizer(nullptr);
+  EXPECT_FALSE(right.updates_handed_off());
+}
+
 TEST(ReducerTest, BucketsFollowReverseLayerOrder) {
   ThreadGroup group(1);
   Rng rng(0);

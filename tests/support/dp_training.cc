@@ -26,6 +26,12 @@ std::vector<float> Flatten(Layer& model) {
 }  // namespace
 
 std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup) {
+  return TrainDataParallel(std::vector<Communicator*>{&comm}, setup);
+}
+
+std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
+                                     const DpSetup& setup) {
+  Communicator& comm = *lanes.at(0);
   // Rank-dependent init on purpose: the reducer must broadcast rank 0's.
   Rng init(100 + comm.rank());
   MlpOptions mlp;
@@ -34,12 +40,13 @@ std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup) {
   ReducerOptions options;
   options.bucket_bytes = setup.bucket_bytes;
   options.overlap = setup.overlap;
-  Reducer reducer(*model, comm, options);
+  Reducer reducer(*model, lanes, options);
   OptimizerConfig config;
   config.name = setup.optimizer;
   config.lr = 0.05f;
   config.momentum = 0.9f;
   auto optimizer = MakeOptimizer(config, model->Parameters());
+  if (setup.per_bucket_update) reducer.set_optimizer(optimizer.get());
   SoftmaxCrossEntropyLoss loss;
 
   const int64_t micro_batch = setup.batch;

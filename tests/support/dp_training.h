@@ -25,6 +25,7 @@ struct DpSetup {
   bool overlap = true;
   int micro_steps = 1;          // >1: accumulate with sync off, then sync
   std::string optimizer = "sgd";
+  bool per_bucket_update = false;  // Reducer::set_optimizer instead of Step
   Device device = Device::Cpu();
   // Called after every optimizer step with this rank's parameters.
   std::function<void(int step, const std::vector<float>& params)> on_step;
@@ -33,6 +34,9 @@ struct DpSetup {
 // `comm` carries the gradients: a host communicator for CPU tensors, NCCL
 // (Worker::gradient_comm) for GPU ones.
 std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup);
+// The same over several communicators ("lanes", Worker::gradient_lanes()).
+std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
+                                     const DpSetup& setup);
 
 // max |a - b| / max(|b|, 1e-3) over elements.
 double MaxRelativeDifference(const std::vector<float>& a,
