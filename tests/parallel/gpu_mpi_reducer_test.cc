@@ -1,6 +1,7 @@
 // Data parallelism on GPUs in MPI mode: each rank drives one GPU through
 // NCCL; 2 ranks equal one GPU on the global batch, and every rank ends with
-// bitwise the same parameters. Run under mpirun -np 2 by mpi_test.sh.
+// bitwise the same parameters, and a step never makes the host wait for the
+// GPU. Run under mpirun -np 2 by mpi_test.sh.
 #include <gtest/gtest.h>
 
 #include "core/backend_registry.h"
@@ -8,6 +9,7 @@
 #include "parallel/mpi_communicator.h"
 #include "parallel/thread_communicator.h"
 #include "tests/support/dp_training.h"
+#include "tests/support/host_waits.h"
 
 namespace tandem {
 namespace {
@@ -41,6 +43,25 @@ TEST(GpuMpiReducerTest, RanksEqualOneGpuOnTheGlobalBatch) {
   std::vector<float> root = params;
   world.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0);
   EXPECT_EQ(root, params) << "rank " << world.rank() << " differs from rank 0";
+}
+
+// One process per GPU, so unlike the threads-mode copy of this test
+// (gpu_reducer_test) it also runs under compute-sanitizer.
+TEST(GpuMpiReducerTest, StepNeverWaitsOnTheHost) {
+  MpiCommunicator world;
+  if (CudaDeviceCount() < world.size()) {
+    GTEST_SKIP() << "needs " << world.size() << " GPUs, found " << CudaDeviceCount()
+                 << ": " << CudaUnavailableReason();
+  }
+  LaunchOptions options;
+  options.mode = "mpi";
+  options.device = "cuda";
+  int64_t waits = -1;
+  Launch(options, [&](Worker& w) {
+    waits = testing::HostWaitsDuringSteps(w.device, w.rank, w.gradient_comm(), w.comm, 5);
+  });
+  std::cout << "rank " << world.rank() << ": host waits during 5 steps: " << waits << "\n";
+  EXPECT_EQ(waits, 0);
 }
 
 // Runs on every machine: with GPUs, each rank gets its node-local GPU and an

@@ -21,7 +21,7 @@ for t in $targets; do
   cp "$src" "$out" && chmod u+w "$out" && strip -s "$out"
 done
 [ -n "$(ls .device/bin)" ] || { echo "bundle: no binaries were built" >&2; exit 1; }
-cp tools/device/run_tests.sh tools/device/run_examples.sh .device/
+cp tools/device/run_tests.sh tools/device/run_sanitizers.sh tools/device/run_examples.sh .device/
 cp bench/*.sh .device/ 2>/dev/null || true
 cp -r bench/*.py .device/ 2>/dev/null || true
 if [ $with_data = 1 ]; then

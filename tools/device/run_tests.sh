@@ -64,31 +64,5 @@ echo "SUMMARY tests: $passed passed, $failed failed, $skipped skipped; then $nog
 echo "SKIPPED in both passes: $(echo "$still_skipped" | grep -c . || true)"
 echo "$still_skipped" | head -20
 if [ "${1:-}" = "sanitize" ]; then
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  # Tests that provoke CUDA errors on purpose (out of memory, missing
-  # device) are left out: the sanitizer reports those API errors too.
-  # (StreamEventTest's TimingEvents times non-timing events, and
-  # DeviceGuardRestoresPreviousDevice asks for a missing device, on purpose.)
-  filter='-*OutOfMemory*:*MissingDevice*:*ThrowsForMissingDevice*:*TimingEvents*:*DeviceGuardRestoresPreviousDevice*'
-  # All at once (the machine has cores to spare; the tools are slow, racecheck
-  # on cuBLAS's kernels above all), each cut off at SANITIZE_TIMEOUT seconds.
-  limit=${SANITIZE_TIMEOUT:-400}
-  jobs=()
-  for b in bin/tests_core__ops_test bin/tests_core_cuda__* bin/tests_layers__linear_test \
-           bin/tests_layers__optimizer_test bin/tests_parallel__gpu_reducer_test \
-           bin/tests_parallel__pipeline_gpu_test; do
-    [ -x "$b" ] || continue
-    for tool in memcheck racecheck; do
-      log="$logs/$(basename $b).$tool.log"
-      (timeout "$limit" "$cs" --tool $tool --error-exitcode 3 "$b" --gtest_filter="$filter" > "$log" 2>&1
-       echo "rc=$?" >> "$log") &
-      jobs+=("$(basename $b) $tool")
-    done
-  done
-  wait
-  for j in "${jobs[@]}"; do
-    set -- $j
-    log="$logs/$1.$2.log"
-    echo "$1 $2 $(tail -1 "$log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
-  done
+  logs=$logs bash ./run_sanitizers.sh
 fi
