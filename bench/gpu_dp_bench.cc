@@ -18,9 +18,11 @@
 // gradient (no compute) with one raw all-reduce of the same bytes.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -46,11 +48,16 @@ struct Options {
   int repeats = 5;
   double bucket_mb = 25.0;
   bool overlap = true;
+  int gemm_reserve = ReducerOptions().gemm_reserve;
+  bool trace = false;
   bool allreduce_only = false;
   // accumulate: ZeroGrad, Backward adds; overwrite: Backward writes the
   // gradients (GradTarget::kOverwrite), no ZeroGrad pass; fused_sgd (one
   // GPU only): Sgd::FuseIntoBackward, the single-GPU bench's default.
   std::string grads = "overwrite";
+  // per_bucket: Reducer::set_optimizer (each bucket updated once reduced);
+  // step: the optimizer's Step after Backward.
+  std::string update = "per_bucket";
 };
 
 std::vector<int64_t> Sizes(const std::string& model) {
@@ -65,6 +72,38 @@ Tensor Random(const Shape& shape, Rng& rng, Device device) {
   return Tensor::FromVector(v, shape, device);
 }
 
+// One more step with device timestamps, in ms from its start: where forward
+// and backward end on the compute stream, when the compute stream has joined
+// the all-reduces, when the optimizer is done, and each bucket's all-reduce
+// on its communication stream. The markers at backward's end and after the
+// join also join the side lane, as the step does there anyway.
+template <typename Step>
+void Trace(Worker& w, Reducer& reducer, Backend& backend, Step& step,
+           const std::unique_ptr<TimeMarker>& backward_end,
+           const std::unique_ptr<TimeMarker>& joined, std::mutex& print) {
+  reducer.set_record_device_times(true);
+  w.comm.Barrier();
+  backend.Synchronize();
+  auto start = backend.Mark();
+  step(true);
+  auto end = backend.Mark();
+  backend.Synchronize();
+  reducer.set_record_device_times(false);
+  if (!w.is_root()) return;
+  auto ms = [&](const TimeMarker& m) { return m.MicrosSince(*start) / 1000.0; };
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(3) << "dp_trace gpus=" << w.size
+       << " backward_end=" << ms(*backward_end) << " joined=" << ms(*joined)
+       << " step_end=" << ms(*end) << " buckets=";
+  const ReducerTimeline& t = reducer.last_timeline();
+  for (size_t b = 0; b < t.device_bucket_spans.size(); ++b) {
+    const Communicator::QueuedSpan& span = t.device_bucket_spans[b];
+    line << (b ? "," : "") << ms(*span.start) << "-" << ms(*span.end);
+  }
+  std::lock_guard<std::mutex> lock(print);
+  std::cout << line.str() << std::endl;
+}
+
 void RunTraining(const Options& o, Worker& w, std::mutex& print) {
   cuda::SetAllowTf32(false);
   const std::vector<int64_t> sizes = Sizes(o.model);
@@ -75,6 +114,7 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
   ReducerOptions ro;
   ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
   ro.overlap = o.overlap;
+  ro.gemm_reserve = o.gemm_reserve;
   Reducer reducer(*model, w.gradient_lanes(), ro);
   SgdParams sgd;
   sgd.lr = 1e-3f;
@@ -89,6 +129,9 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
   // One GPU only: the reducer refuses a model that applies SGD in Backward
   // when there is more than one worker.
   if (fused) TANDEM_CHECK(optimizer.FuseIntoBackward(*model)) << "cannot fuse SGD";
+  TANDEM_CHECK(o.update == "per_bucket" || o.update == "step")
+      << "--update must be per_bucket or step, got '" << o.update << "'";
+  if (o.update == "per_bucket" && !fused) reducer.set_optimizer(&optimizer);
   MseLoss loss;
   Rng data(7 + w.rank);
   Tensor x = Random({o.batch, sizes.front()}, data, w.device);
@@ -131,7 +174,8 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
     bench::Row row("dp_step");
     row.Add("model", o.model).Add("batch_per_gpu", o.batch).Add("gpus", w.size)
         .Add("overlap", o.overlap ? "on" : "off").Add("grads", o.grads)
-        .Add("bucket_mb", o.bucket_mb, 1)
+        .Add("update", fused ? "fused" : o.update)
+        .Add("bucket_mb", o.bucket_mb, 1).Add("gemm_reserve", o.gemm_reserve)
         .Add("buckets", reducer.num_buckets()).Add("lanes", reducer.num_lanes())
         .Add("step_ms", ms, 3)
         .Add("samples_per_s", o.batch * w.size / (ms / 1000.0), 0)
@@ -140,6 +184,7 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
         .Add("params", params);
     std::cout << row.KeyValues() << std::endl;
   }
+  if (o.trace) Trace(w, reducer, backend, step, backward_end, joined, print);
 }
 
 // Bucketed all-reduce of the whole gradient vs one raw all-reduce.
@@ -218,7 +263,11 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", o.repeats, "timed runs (median reported)");
   app.add_option("--bucket_mb", o.bucket_mb, "gradient bucket size, MiB");
   app.add_flag("!--no_overlap", o.overlap, "all-reduce after backward");
+  app.add_option("--gemm_reserve", o.gemm_reserve,
+                 "multiprocessors backward's GEMMs leave to NCCL (ReducerOptions)");
+  app.add_flag("--trace", o.trace, "then one step's device timeline (dp_trace)");
   app.add_flag("--allreduce_only", o.allreduce_only, "bucketed vs raw all-reduce");
+  app.add_option("--update", o.update, "per_bucket (Reducer::set_optimizer) or step");
   app.add_option("--grads", o.grads, "overwrite (no ZeroGrad), accumulate (ZeroGrad + add) or fused_sgd (1 GPU)");
   app.add_option("--mode", launch.mode, "threads or mpi");
   app.add_option("--gradient_lanes", launch.gradient_lanes,

@@ -23,10 +23,14 @@ for cfg in "large 512" "large 4096" "small 256"; do
   timeout 60 "$bin" $common --workers=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --no_overlap | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --gradient_lanes=1 | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=2 --update=step | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=2 --gemm_reserve=0 | sed 's/^/tandem threads /'
   timeout 60 $mpi "$bin" $common --mode=mpi | sed 's/^/tandem mpi /'
   timeout 90 python3 "$py" $common
   timeout 90 $torchrun "$py" $common 2>&1 | grep dp_step
 done
+# DP_BENCH_QUICK=1: the step rows only.
+[ "${DP_BENCH_QUICK:-0}" = 1 ] && exit 0
 echo "== all-reduce of the whole gradient: bucketed vs one raw call"
 for mb in 4 25 50 100; do
   for lanes in 1 2; do
