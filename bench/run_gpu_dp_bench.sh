@@ -22,7 +22,7 @@ for cfg in "large 512" "large 4096" "small 256"; do
   timeout 60 "$bin" $common --workers=1 --grads=fused_sgd | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --no_overlap | sed 's/^/tandem threads /'
-  timeout 60 "$bin" $common --workers=2 --gradient_lanes=1 | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=2 --gradient_lanes=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --update=step | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --gemm_reserve=0 | sed 's/^/tandem threads /'
   timeout 60 $mpi "$bin" $common --mode=mpi | sed 's/^/tandem mpi /'
