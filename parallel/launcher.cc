@@ -109,7 +109,7 @@ void RunWorker(const std::shared_ptr<ThreadLaunch>& launch, int rank, Device dev
   ThreadLaunch& l = *launch;
   // One GPU per worker thread: worker i drives cuda:i.
   const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
-  Worker worker{rank, l.group.size(), mine, l.group.communicator(rank)};
+  Worker worker{rank, l.group.size(), mine, l.group.communicator(rank), nullptr, {}};
 #ifdef TANDEM_WITH_CUDA
   for (auto& lane : l.nccl) {
     NcclCommunicator& nccl = lane->communicator(rank);
@@ -220,7 +220,7 @@ void LaunchMpi(Device device, const LaunchOptions& options,
   // One GPU per rank: the node-local rank picks among the visible GPUs.
   const Device mine =
       device.is_cuda() ? Device::Cuda(comm.local_rank() % CudaDeviceCount()) : device;
-  Worker worker{comm.rank(), comm.size(), mine, comm};
+  Worker worker{comm.rank(), comm.size(), mine, comm, nullptr, {}};
 #ifdef TANDEM_WITH_CUDA
   // Destroyed before `comm` and `runtime`: their bootstrap ran over them.
   std::vector<std::unique_ptr<NcclCommunicator>> nccl;  // one per lane
