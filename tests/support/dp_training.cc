@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/check.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "layers/loss.h"
@@ -67,10 +68,21 @@ std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
           std::vector<float>(y.begin() + shard.begin, y.begin() + shard.end),
           {shard.size()}, setup.device);
       loss.Forward(model->Forward(xs), ys, global);
-      reducer.set_sync(micro + 1 == setup.micro_steps);
-      reducer.Backward(loss.Backward());
+      const bool sync = micro + 1 == setup.micro_steps;
+      reducer.set_sync(sync);
+      if (setup.per_bucket_update && sync) {
+        // The update must happen inside Backward, and Step must not repeat it.
+        const std::vector<float> before = Flatten(*model);
+        reducer.Backward(loss.Backward());
+        const std::vector<float> after = Flatten(*model);
+        TANDEM_CHECK(after != before) << "per-bucket update: Backward left the parameters as they were";
+        optimizer->Step();
+        TANDEM_CHECK(Flatten(*model) == after) << "per-bucket update: Step updated the parameters again";
+      } else {
+        reducer.Backward(loss.Backward());
+      }
     }
-    optimizer->Step();
+    if (!setup.per_bucket_update) optimizer->Step();
     if (setup.on_step) setup.on_step(step, Flatten(*model));
   }
   return Flatten(*model);
