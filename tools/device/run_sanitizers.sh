@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine: compute-sanitizer memcheck and racecheck over the
 # carried CUDA test binaries, all at once (the tools are slow; the machine has
-# cores to spare, and the tool serialises kernels per process only), each cut off at SANITIZE_TIMEOUT seconds (default 400).
+# cores to spare, and the tool serialises kernels per process only), each cut
+# off at SANITIZE_TIMEOUT seconds (default 400).
 # Prints one line per binary and tool: rc (0 passed, 3 the tool found errors,
 # 124 cut off) and the tool's summary line. Logs go to $logs (default
 # /tmp/tandem_logs). Called by run_tests.sh sanitize; runs alone too:
 #   bash .device/run_sanitizers.sh
+#   SANITIZE_ONLY='mpi|nccl' SANITIZE_TIMEOUT=500 bash .device/run_sanitizers.sh
 set -u
 cd "$(dirname "$0")"
 bash ./unpack.sh
@@ -29,9 +31,12 @@ nccl_flags="--report-api-errors no"
 # cuLaunchKernel), so threads-mode NCCL cases that keep several steps in
 # flight are left out here; their MPI-mode copies, one process per GPU, run.
 threads_nccl_filter="$filter:*StepNeverWaitsOnTheHost*"
+# SANITIZE_ONLY=ERE: only the binaries whose names match (e.g. 'mpi|nccl').
+only=${SANITIZE_ONLY:-.}
 jobs=()
 run() {  # tool name command...
   local tool=$1 name=$2; shift 2
+  echo "$name" | grep -Eq "$only" || return 0
   local log="$logs/$name.$tool.log"
   ( timeout "$limit" "$@" > "$log" 2>&1; echo "rc=$?" >> "$log" ) &
   jobs+=("$name $tool")
