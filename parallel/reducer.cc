@@ -56,9 +56,10 @@ namespace tandem {
 // be in flight (from the first queued bucket to the end of backward) the
 // reducer asks the backend to plan GEMMs for `gemm_reserve` fewer SMs
 // (cublasSetSmCountTarget, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). On 2 H200s
-// 16 took 1.3% off the step of mlp-large at batch 512 and 0.8% at 4096;
-// capping NCCL's CTAs instead only slowed the all-reduces more than it sped
-// the GEMMs (bench/run_nccl_sm_sweep.sh, docs/benchmarks.md).
+// 16 took 1.3-2.0% off the step of mlp-large at batch 512 in two calls; at
+// 4096 it moved the step by -0.8% and +0.9%, within the spread between
+// calls. Capping NCCL's CTAs instead slowed the all-reduces more than it
+// sped the GEMMs (bench/run_nccl_sm_sweep.sh, docs/benchmarks.md).
 //
 // Note [Per-bucket update]
 // With set_optimizer, a bucket's parameters are updated right behind its
