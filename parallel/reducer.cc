@@ -87,6 +87,9 @@ Communicator& FirstLane(const std::vector<Communicator*>& lanes) {
 Reducer::Reducer(Sequential& model, std::vector<Communicator*> lanes,
                  ReducerOptions options)
     : model_(model), comm_(FirstLane(lanes)), options_(options) {
+  TANDEM_CHECK(options.gemm_reserve >= 0)
+      << "ReducerOptions::gemm_reserve is " << options.gemm_reserve
+      << ": it counts multiprocessors left to NCCL, so 0 (none) or more";
   for (Communicator* lane : lanes) {
     TANDEM_CHECK(lane != nullptr && lane->rank() == comm_.rank() &&
                  lane->size() == comm_.size())

@@ -99,7 +99,10 @@ class Reducer {
   // layers overlaps backward of the first ones (Note [Per-bucket update]).
   // optimizer.Step() then only counts the step; call it as before. Nothing
   // may read or change the gradients between Backward and Step (clipping
-  // needs the usual separate Step: pass nullptr to go back to it).
+  // needs the usual separate Step: pass nullptr to go back to it). The
+  // optimizer stays handed off if the reducer is destroyed first (the
+  // reducer cannot know whether the optimizer still lives): call
+  // set_optimizer(nullptr) before that to step it separately again.
   void set_optimizer(Optimizer* optimizer);
 
   // Gradient accumulation: with sync off, Backward only accumulates local

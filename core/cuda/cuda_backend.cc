@@ -561,7 +561,8 @@ class CudaBackend : public Backend {
   void SetGemmReserve(int multiprocessors) override {
     TANDEM_CHECK(multiprocessors >= 0 && multiprocessors < multiprocessors_)
         << "SetGemmReserve(" << multiprocessors << ") on cuda:" << device_
-        << ": it has " << multiprocessors_ << " multiprocessors";
+        << ": it has " << multiprocessors_
+        << " multiprocessors, so reserve 0 to " << multiprocessors_ - 1;
     gemm_reserve_.store(multiprocessors, std::memory_order_relaxed);
   }
 

@@ -120,6 +120,14 @@ TEST(ReducerTest, PerBucketUpdateNeedsTheModelsOptimizer) {
         << e.what();
   }
   EXPECT_FALSE(wrong.updates_handed_off());
+  ReducerOptions negative;
+  negative.gemm_reserve = -1;
+  try {
+    Reducer bad(*model, group.communicator(0), negative);
+    FAIL() << "a negative gemm_reserve was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm_reserve is -1"), std::string::npos) << e.what();
+  }
   Sgd right(model->Parameters(), SgdParams{});
   reducer.set_optimizer(&right);
   EXPECT_TRUE(right.updates_handed_off());

@@ -287,6 +287,36 @@ TEST_F(CudaBackendTest, CallableFromAnotherThreadWithAnotherDeviceCurrent) {
   EXPECT_EQ(out, std::vector<float>(1000, 6.f));
 }
 
+// A GEMM planned for fewer SMs computes the same product; a reserve of
+// every SM (or a negative one) is refused, naming the device.
+TEST_F(CudaBackendTest, GemmReserveKeepsResultsAndRejectsBadCounts) {
+  // Small integers: every partial sum is exact, so any summation order a
+  // differently planned GEMM picks gives the same bits.
+  auto small = [](int64_t n, int shift) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i + shift) % 7 - 3);
+    return v;
+  };
+  Tensor a = Tensor::FromVector(small(64 * 96, 0), {64, 96}, Device::Cuda(0));
+  Tensor b = Tensor::FromVector(small(96 * 80, 2), {96, 80}, Device::Cuda(0));
+  Tensor whole = Tensor::Zeros({64, 80}, Device::Cuda(0));
+  Tensor reserved = Tensor::Zeros({64, 80}, Device::Cuda(0));
+  ops::Gemm(a, false, b, false, whole);
+  gpu().SetGemmReserve(16);
+  ops::Gemm(a, false, b, false, reserved);
+  ops::Gemm(a, false, b, false, reserved, ops::GemmOptions{});  // the cuBLASLt path
+  gpu().SetGemmReserve(0);
+  EXPECT_EQ(reserved.ToVector(), whole.ToVector());
+  for (int bad : {-1, 1 << 20}) {
+    try {
+      gpu().SetGemmReserve(bad);
+      FAIL() << "reserve " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("on cuda:0"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // StreamOverride sends element-wise ops to the given stream: while that
 // stream is held up by a host callback, the compute stream does not see the
 // op's result; once released, it is there. GEMMs refuse, naming the op.
