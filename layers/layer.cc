@@ -21,6 +21,26 @@ bool Layer::SetGradTarget(GradTarget target) {
   return true;
 }
 
+Tensor Layer::BackwardNotifying(const Tensor& dy,
+                                const std::function<void()>& on_gradients_queued) {
+  // Cleared on every way out, so a later plain Backward notifies nobody.
+  struct Reset {
+    const std::function<void()>*& slot;
+    ~Reset() { slot = nullptr; }
+  } reset{on_gradients_queued_};
+  on_gradients_queued_ = on_gradients_queued ? &on_gradients_queued : nullptr;
+  Tensor dx = Backward(dy);
+  NotifyGradientsQueued();  // no-op if Backward already did
+  return dx;
+}
+
+void Layer::NotifyGradientsQueued() {
+  if (on_gradients_queued_ == nullptr) return;
+  const std::function<void()>* fn = on_gradients_queued_;
+  on_gradients_queued_ = nullptr;  // once per Backward
+  (*fn)();
+}
+
 void ZeroGrad(Layer& layer) {
   for (Parameter& p : layer.Parameters()) {
     ops::JoinSideLane(p.grad->device());  // free unless Backward left work

@@ -5,7 +5,8 @@
 // accumulation over micro-batches is free) and returns the input gradient.
 // Layers know nothing of communication: the data-parallel reducer learns that
 // a layer's gradients are ready from the backward loop (Sequential), not from
-// the layer.
+// the layer; a layer may only say, mid-Backward, that its parameter
+// gradients are done (NotifyGradientsQueued).
 //
 //   class Scale : public Layer {
 //    public:
@@ -19,6 +20,7 @@
 #ifndef TANDEM_LAYERS_LAYER_H_
 #define TANDEM_LAYERS_LAYER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,13 @@ class Layer {
   // dy: gradient of the loss w.r.t. the last Forward's output. Adds into
   // parameter gradients and returns the gradient w.r.t. its input.
   virtual Tensor Backward(const Tensor& dy) = 0;
+  // Backward(dy), calling `on_gradients_queued` exactly once, as soon as the
+  // parameter gradients are all queued: from inside Backward where the layer
+  // says so (NotifyGradientsQueued), else right after Backward returns.
+  // Sequential uses it so that the data-parallel reducer can start reducing
+  // a layer's gradients while the layer still computes its input gradient.
+  Tensor BackwardNotifying(const Tensor& dy,
+                           const std::function<void()>& on_gradients_queued);
   virtual std::vector<Parameter> Parameters() { return {}; }
   // The instance name, e.g. "fc1"; used in errors, checkpoints and traces.
   virtual std::string Name() const = 0;
@@ -93,6 +102,16 @@ class Layer {
 
  protected:
   virtual void OnModeChange() {}
+  // Optional, for Backward implementations: every parameter gradient of this
+  // Backward is now written (or queued on the device), and the rest of
+  // Backward only computes the input gradient. From here the gradients may
+  // be all-reduced, read and overwritten, beside the rest of Backward, so it
+  // must not touch them again; it may still read the parameters, which
+  // nothing changes before Backward returns. A layer that never calls it is
+  // treated as calling it on return. Linear calls it between its
+  // weight-gradient and input-gradient GEMMs. Outside BackwardNotifying it
+  // does nothing.
+  void NotifyGradientsQueued();
   // For overrides of SetGradTarget that accept `target`.
   void set_grad_target(GradTarget target) { grad_target_ = target; }
 
@@ -100,6 +119,8 @@ class Layer {
   bool training_ = true;
   bool needs_input_grad_ = true;
   GradTarget grad_target_;
+  // Set only inside BackwardNotifying; cleared once called.
+  const std::function<void()>* on_gradients_queued_ = nullptr;
 };
 
 // Sets every gradient of `layer` to zero.

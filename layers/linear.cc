@@ -167,9 +167,14 @@ Tensor Linear::Backward(const Tensor& dy) {
     // which the next layer waits for; Sequential::Backward (and any reader
     // of the gradients) joins the lanes.
     const float beta = grad_target().kind == GradTarget::kAccumulate ? 1.f : 0.f;
-    ops::SideLane side(device);
-    ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, beta);  // dz^T x
-    if (options_.bias) ops::ColumnSums(dz, bias_grad_, beta);
+    {
+      ops::SideLane side(device);
+      ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, beta);  // dz^T x
+      if (options_.bias) ops::ColumnSums(dz, bias_grad_, beta);
+    }
+    // The gradients are queued: data parallelism may start reducing them
+    // now, beside the input-gradient GEMM below, which reads only dz and W.
+    NotifyGradientsQueued();
   }
   Tensor dx;
   if (needs_input_grad()) {

@@ -52,10 +52,18 @@ Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {
 }
 
 Tensor Sequential::Backward(const Tensor& dy, const LayerDoneFn& on_layer_done) {
+  return Backward(dy, BackwardHooks{nullptr, on_layer_done});
+}
+
+Tensor Sequential::Backward(const Tensor& dy, const BackwardHooks& hooks) {
   Tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
-    g = layers_[i]->Backward(g);
-    if (on_layer_done) on_layer_done(i);
+    if (hooks.on_gradients_queued) {
+      g = layers_[i]->BackwardNotifying(g, [&] { hooks.on_gradients_queued(i); });
+    } else {
+      g = layers_[i]->Backward(g);
+    }
+    if (hooks.on_layer_done) hooks.on_layer_done(i);
   }
   // Layers may leave parameter work on the side lane (Linear's weight
   // gradients); after Backward everything is in the main lane's order, so

@@ -4,11 +4,11 @@
 //   model.Add(std::make_unique<Linear>("fc1", 784, 256, rng, LinearOptions{Activation::kRelu}));
 //   model.Add(std::make_unique<Linear>("fc2", 256, 10, rng));
 //   Tensor logits = model.Forward(x);
-//   model.Backward(dlogits, [&](size_t i) { /* layer i's grads are final */ });
+//   model.Backward(dlogits, [&](size_t i) { /* layer i is done */ });
 //
-// The per-layer callback of Backward is how the data-parallel reducer learns
-// that gradients are ready while backward continues (see parallel/reducer.h);
-// layers themselves never see it.
+// The per-layer callbacks of Backward are how the data-parallel reducer
+// learns that gradients are ready while backward continues (see
+// parallel/reducer.h); layers themselves never see them.
 #ifndef TANDEM_LAYERS_SEQUENTIAL_H_
 #define TANDEM_LAYERS_SEQUENTIAL_H_
 
@@ -38,8 +38,17 @@ class Sequential : public Layer {
   Tensor Forward(const Tensor& x, const LayerDoneFn& on_layer_done);
   Tensor Backward(const Tensor& dy) override { return Backward(dy, nullptr); }
   // Runs backward from the last layer to the first, calling
-  // on_layer_done(i) as soon as layer i's parameter gradients are complete.
+  // on_layer_done(i) once layer i's Backward has returned.
   Tensor Backward(const Tensor& dy, const LayerDoneFn& on_layer_done);
+  struct BackwardHooks {
+    // Layer i's parameter gradients are final (queued, on a device), though
+    // its input gradient may still be coming: see
+    // Layer::NotifyGradientsQueued. Comes before on_layer_done(i).
+    LayerDoneFn on_gradients_queued;
+    // Layer i's Backward has returned.
+    LayerDoneFn on_layer_done;
+  };
+  Tensor Backward(const Tensor& dy, const BackwardHooks& hooks);
 
   // Also tells the first layer (now, or when it is added): the input
   // gradient of the model is the first layer's.

@@ -102,8 +102,9 @@ class Communicator {
   }
   virtual void JoinQueued() {}
   // Runs `work` so that the ops it queues follow this communicator's queued
-  // collectives (on NCCL: they go to its communication stream), and a later
-  // JoinQueued covers them too. Only element-wise ops (cuda::StreamOverride).
+  // collectives and everything queued so far on the compute stream and its
+  // side lane, and a later JoinQueued covers them too. On NCCL they go to a
+  // stream of their own, so collectives queued later need not wait for them. Only element-wise ops (cuda::StreamOverride).
   // Host communicators, whose collectives are done when they return, just
   // run it.
   virtual void RunQueued(const std::function<void()>& work) { work(); }

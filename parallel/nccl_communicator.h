@@ -187,6 +187,9 @@ class NcclCommunicator final : public Communicator {
   const int device_;
   int nccl_version_ = 0;
   std::unique_ptr<cuda::Stream> stream_;
+  // RunQueued's work (the per-bucket updates): behind the collectives it
+  // follows, beside the later ones. See Note [Stream order].
+  std::unique_ptr<cuda::Stream> after_stream_;
   std::unique_ptr<cuda::Event> event_;  // scratch for cuda::StreamWaitFor
   float* scratch_ = nullptr;            // [1] on device_, for Barrier
   std::chrono::milliseconds timeout_ = kDefaultTimeout;

@@ -18,12 +18,18 @@ namespace tandem {
 // deadlock). PyTorch's reducer follows the same rule.
 //
 // Note [Queued all-reduce]
-// On GPUs the backward loop runs ahead of the device: when OnLayerDone fires,
-// the layer's kernels are queued, not finished. So the reducer does not hand
-// a bucket to a host thread; it calls comm.QueueAllReduce, which records an
-// event on the compute stream and one on its side lane (Linear queues its
-// gradient kernels there), makes the communication stream wait on both and
-// queues ncclAllReduce there.
+// On GPUs the backward loop runs ahead of the device: when a layer says its
+// gradients are done (Layer::NotifyGradientsQueued), its kernels are queued,
+// not finished. So the reducer does not hand a bucket to a host thread; it
+// calls comm.QueueAllReduce, which records an event on the compute stream
+// and one on its side lane (Linear queues its gradient kernels there), makes
+// the communication stream wait on both and queues ncclAllReduce there.
+// Linear says so between its weight-gradient GEMM and its input-gradient
+// GEMM, so the all-reduce waits for the first only. For mlp-large on 2 H200s
+// that changed little (4.21-4.22 ms a step either way): the two GEMMs, on
+// two lanes, share the SMs and end together. It is still the dependency
+// that is really there, and a layer whose input gradient outlasts its
+// weight gradient no longer holds its bucket back.
 // Backward continues queuing kernels for earlier layers, which the GPU runs
 // while NCCL reduces. At the end, JoinQueued makes the compute stream wait on
 // one event from the communication stream, so the optimizer's kernels (on the
@@ -63,15 +69,19 @@ namespace tandem {
 //
 // Note [Per-bucket update]
 // With set_optimizer, a bucket's parameters are updated right behind its
-// all-reduce, on the same communication stream, instead of by one pass after
-// backward. That is safe: the all-reduce started only after the bucket's
-// layers finished backward (both lanes, Note [Queued all-reduce]), so nothing
-// of this step reads those weights any more, and the compute stream's join
-// (JoinQueued, after backward) comes after the updates, so the next forward
-// sees them. The updates of all but the last bucket then run beside
-// backward; only the last bucket's is left after it. The optimizer's kernels
-// are the same ones Step would queue, on the same data, so the result is
-// bitwise the same (tests/parallel/reducer_test, gpu_reducer_test).
+// all-reduce (Communicator::RunQueued), instead of by one pass after
+// backward. The update is queued once every layer of the bucket has returned
+// from Backward (its all-reduce may start earlier, see Note [Queued
+// all-reduce]); RunQueued orders it after the compute stream and its side
+// lane as they stand then, since the layers' input-gradient GEMMs read the
+// weights, and after them nothing of this step does. On NCCL the updates
+// have a stream of their own, so the next bucket's all-reduce does not wait
+// for them (Note [Stream order] in nccl_communicator.cc). The compute
+// stream's join (JoinQueued, after backward) comes after the updates, so the
+// next forward sees them. The updates of all but the last bucket then run
+// beside backward; only the last bucket's is left after it. The optimizer's
+// kernels are the same ones Step would queue, on the same data, so the
+// result is bitwise the same (tests/parallel/reducer_test, gpu_reducer_test).
 
 Reducer::Reducer(Sequential& model, Communicator& comm, ReducerOptions options)
     : Reducer(model, std::vector<Communicator*>{&comm}, options) {}
@@ -168,7 +178,8 @@ void Reducer::set_optimizer(Optimizer* optimizer) {
 
 void Reducer::UpdateBucket(int b) {
   if (optimizer_ == nullptr) return;
-  // On NCCL: behind the bucket's all-reduce on its communication stream.
+  // On NCCL: behind the bucket's all-reduce on its communication stream,
+  // and behind the compute stream's reads of the weights.
   lanes_[b % lanes_.size()]->RunQueued(
       [&] { optimizer_->UpdateParameters(bucket_optimizer_params_[b]); });
 }
@@ -253,9 +264,13 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   timeline_.layer_done.assign(model_.size(), Clock::time_point());
   timeline_.bucket_start.assign(buckets_.size(), Clock::time_point());
   timeline_.bucket_end.assign(buckets_.size(), Clock::time_point());
-  for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
+  for (Bucket& b : buckets_) {
+    b.pending = static_cast<int>(b.params.size());
+    b.running = b.pending;
+  }
   std::fill(ready_.begin(), ready_.end(), false);
   next_to_launch_ = 0;
+  next_to_update_ = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     reduced_ = 0;
@@ -270,7 +285,10 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   timeline_.backward_start = Clock::now();
   Tensor dx;
   try {
-    dx = model_.Backward(dloss, [this](size_t layer) { OnLayerDone(layer); });
+    dx = model_.Backward(
+        dloss, Sequential::BackwardHooks{
+                   [this](size_t layer) { OnGradientsQueued(layer); },
+                   [this](size_t layer) { OnLayerDone(layer); }});
   } catch (...) {
     ReleaseGemmReserve();
     throw;
@@ -279,6 +297,7 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   timeline_.backward_end = Clock::now();
   if (!options_.overlap) LaunchReadyBuckets();
   if (comm_.supports_queued()) {
+    UpdateFinishedBuckets();  // those left: without overlap, all of them
     // Bucket b's span is the (b / lanes)-th of lane b % lanes.
     std::vector<std::vector<Communicator::QueuedSpan>> spans;
     for (Communicator* lane : lanes_) {
@@ -310,14 +329,27 @@ Tensor Reducer::Backward(const Tensor& dloss) {
   return dx;
 }
 
-void Reducer::OnLayerDone(size_t layer) {
-  timeline_.layer_done[layer] = ReducerTimeline::Clock::now();
-  if (layer_hook_) layer_hook_(layer);
+void Reducer::OnGradientsQueued(size_t layer) {
   for (size_t i : layer_params_[layer]) {
     const int b = param_bucket_[i];
     if (--buckets_[b].pending == 0) ready_[b] = true;
   }
   if (options_.overlap) LaunchReadyBuckets();
+}
+
+void Reducer::OnLayerDone(size_t layer) {
+  timeline_.layer_done[layer] = ReducerTimeline::Clock::now();
+  if (layer_hook_) layer_hook_(layer);
+  for (size_t i : layer_params_[layer]) --buckets_[param_bucket_[i]].running;
+  if (comm_.supports_queued()) UpdateFinishedBuckets();
+}
+
+void Reducer::UpdateFinishedBuckets() {
+  // In bucket order, each behind its own all-reduce.
+  while (next_to_update_ < next_to_launch_ &&
+         buckets_[next_to_update_].running == 0) {
+    UpdateBucket(next_to_update_++);
+  }
 }
 
 void Reducer::LaunchReadyBuckets() {
@@ -338,7 +370,6 @@ void Reducer::LaunchReadyBuckets() {
       timeline_.bucket_start[b] = ReducerTimeline::Clock::now();
       lanes_[b % lanes_.size()]->QueueAllReduce(
           buckets_[b].flat.data(), buckets_[b].flat.numel(), ReduceOp::kSum);
-      UpdateBucket(b);  // See Note [Per-bucket update]
     }
     return;
   }

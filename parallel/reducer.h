@@ -127,12 +127,15 @@ class Reducer {
     Tensor flat;                   // [elements], the gradients live here
     std::vector<size_t> params;    // indices into params_
     int pending = 0;               // gradients not yet final this step
+    int running = 0;               // of its parameters' layers, those whose
+                                   // Backward has not returned this step
   };
 
   void BuildBuckets();
+  void OnGradientsQueued(size_t layer);
   void OnLayerDone(size_t layer);
-  void MarkBucketReady(int bucket);
   void LaunchReadyBuckets();
+  void UpdateFinishedBuckets();  // See Note [Per-bucket update]
   void ReleaseGemmReserve();  // undoes options_.gemm_reserve, if set
   void UpdateBucket(int b);   // optimizer_ over bucket b's parameters
   void CommLoop();
@@ -151,6 +154,7 @@ class Reducer {
   Optimizer* optimizer_ = nullptr;               // set_optimizer
   std::vector<std::vector<size_t>> bucket_optimizer_params_;  // bucket -> its indices
   int next_to_launch_ = 0;       // See Note [Bucket order]
+  int next_to_update_ = 0;       // See Note [Per-bucket update]
   bool gemm_reserved_ = false;   // options_.gemm_reserve is in force
   std::vector<bool> ready_;
 

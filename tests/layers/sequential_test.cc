@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "core/check.h"
 #include "layers/activation.h"
 #include "layers/linear.h"
@@ -30,6 +33,47 @@ TEST_P(SequentialTest, GradientsAndLayerDoneOrder) {
   model.Forward(x);
   model.Backward(Tensor::Zeros({2, 3}, device()), [&](size_t i) { order.push_back(i); });
   EXPECT_EQ(order, (std::vector<size_t>{2, 1, 0}));
+}
+
+// Logs its Backward's steps; says its gradients are queued midway if `early`.
+class NoticeLogger : public Layer {
+ public:
+  NoticeLogger(std::string name, bool early, std::vector<std::string>& log)
+      : name_(std::move(name)), early_(early), log_(log) {}
+  Tensor Forward(const Tensor& x) override { return x; }
+  Tensor Backward(const Tensor& dy) override {
+    log_.push_back(name_ + " gradients");
+    if (early_) NotifyGradientsQueued();
+    if (early_) NotifyGradientsQueued();  // a second call says nothing
+    log_.push_back(name_ + " input gradient");
+    return dy;
+  }
+  std::string Name() const override { return name_; }
+
+ private:
+  std::string name_;
+  bool early_;
+  std::vector<std::string>& log_;
+};
+
+TEST(SequentialHooksTest, GradientsQueuedWhereTheLayerSaysElseOnReturn) {
+  std::vector<std::string> log;
+  Sequential model("net");
+  model.Emplace<NoticeLogger>("late", false, log);
+  model.Emplace<NoticeLogger>("early", true, log);
+  model.Forward(Tensor::Zeros({1, 1}));
+  Sequential::BackwardHooks hooks;
+  hooks.on_gradients_queued = [&](size_t i) { log.push_back("queued " + std::to_string(i)); };
+  hooks.on_layer_done = [&](size_t i) { log.push_back("done " + std::to_string(i)); };
+  model.Backward(Tensor::Zeros({1, 1}), hooks);
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "early gradients", "queued 1", "early input gradient", "done 1",
+                     "late gradients", "late input gradient", "queued 0", "done 0"}));
+  // Outside Sequential's hooks the notice reaches nobody.
+  log.clear();
+  model.Backward(Tensor::Zeros({1, 1}));
+  EXPECT_EQ(log, (std::vector<std::string>{"early gradients", "early input gradient",
+                                           "late gradients", "late input gradient"}));
 }
 
 // A custom layer with a parameter that only knows how to accumulate.

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/sequential.h"
 #include "parallel/thread_communicator.h"
 #include "tests/support/dp_training.h"
 
@@ -250,6 +253,106 @@ TEST(ReducerTest, AllReduceOverlapsBackward) {
       }
     }
   }
+}
+
+// A stream-ordered communicator on the CPU: a ThreadCommunicator that says
+// it queues, and writes down what the reducer asks of it.
+class LoggingQueuedComm : public Communicator {
+ public:
+  LoggingQueuedComm(Communicator& inner, std::vector<std::string>& log)
+      : inner_(inner), log_(log) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void AllReduce(float* data, int64_t count, ReduceOp op) override {
+    inner_.AllReduce(data, count, op);
+  }
+  void Broadcast(float* data, int64_t count, int root) override {
+    inner_.Broadcast(data, count, root);
+  }
+  void Barrier() override { inner_.Barrier(); }
+  void AllGather(const float* send, int64_t count, float* recv) override {
+    inner_.AllGather(send, count, recv);
+  }
+  std::string Describe() const override { return "logging " + inner_.Describe(); }
+  void Abort(const std::string& reason) override { inner_.Abort(reason); }
+  bool supports_queued() const override { return true; }
+  void QueueAllReduce(float* data, int64_t count, ReduceOp op) override {
+    log_.push_back("all-reduce " + std::to_string(count));
+    inner_.AllReduce(data, count, op);
+  }
+  void RunQueued(const std::function<void()>& work) override {
+    log_.push_back("update");
+    work();
+  }
+
+ private:
+  Communicator& inner_;
+  std::vector<std::string>& log_;
+};
+
+// y = x * w, with w of `size` elements (only w[0] is used); says its
+// gradient is done before it computes the input gradient, as Linear does.
+class EarlyNotifyingScale : public Layer {
+ public:
+  EarlyNotifyingScale(std::string name, int64_t size, std::vector<std::string>& log)
+      : name_(std::move(name)), w_(Tensor::Full({size}, 2.f)),
+        dw_(Tensor::Zeros({size})), log_(log) {}
+  Tensor Forward(const Tensor& x) override {
+    x_ = x;
+    return Scaled(x, w_.data()[0]);
+  }
+  Tensor Backward(const Tensor& dy) override {
+    for (int64_t i = 0; i < dy.numel(); ++i) dw_.data()[0] += dy.data()[i] * x_.data()[i];
+    NotifyGradientsQueued();
+    // Reads the weight that a too-early update would already have changed.
+    log_.push_back(name_ + " input gradient, w = " + std::to_string(w_.data()[0]));
+    return Scaled(dy, w_.data()[0]);
+  }
+  std::vector<Parameter> Parameters() override { return {{name_ + ".w", &w_, &dw_}}; }
+  std::string Name() const override { return name_; }
+
+ private:
+  static Tensor Scaled(const Tensor& x, float by) {
+    Tensor y = Tensor::Empty(x.shape(), x.device());
+    for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = x.data()[i] * by;
+    return y;
+  }
+  std::string name_;
+  Tensor w_, dw_, x_;
+  std::vector<std::string>& log_;
+};
+
+// A bucket's all-reduce is queued as soon as its layer's gradients are, before
+// the layer's input gradient; its per-bucket update only after the layer's
+// Backward has returned, so the input gradient still read the old weight.
+TEST(ReducerTest, AllReduceStartsAtGradientsUpdateAfterTheLayer) {
+  ThreadGroup group(2);
+  std::vector<std::vector<std::string>> logs(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<std::string>& log = logs[r];
+      LoggingQueuedComm comm(group.communicator(r), log);
+      Sequential model("net");
+      model.Emplace<EarlyNotifyingScale>("a", 3, log);
+      model.Emplace<EarlyNotifyingScale>("b", 5, log);
+      ReducerOptions options;
+      options.bucket_bytes = 4;  // one bucket per layer
+      Reducer reducer(model, comm, options);
+      Sgd sgd(model.Parameters(), {0.5f});
+      reducer.set_optimizer(&sgd);
+      model.Forward(Tensor::Full({2, 1}, 1.f));
+      log.clear();
+      reducer.Backward(Tensor::Full({2, 1}, 1.f));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // Bucket 0 holds b (5 elements), bucket 1 holds a (3).
+  const std::vector<std::string> expected = {
+      "all-reduce 5", "b input gradient, w = 2.000000", "update",
+      "all-reduce 3", "a input gradient, w = 2.000000", "update"};
+  EXPECT_EQ(logs[0], expected);
+  EXPECT_EQ(logs[1], expected);
 }
 
 }  // namespace
