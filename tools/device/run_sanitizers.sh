@@ -13,6 +13,8 @@ cd "$(dirname "$0")"
 bash ./unpack.sh
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0 GTEST_COLOR=no
+# Tests that size work by wall time shrink it under the tool (pipeline_gpu_test).
+export TANDEM_UNDER_SANITIZER=1
 logs=${logs:-/tmp/tandem_logs}; mkdir -p "$logs"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 limit=${SANITIZE_TIMEOUT:-400}
@@ -59,7 +61,7 @@ for b in bin/tests_parallel__gpu_mpi_reducer_test_bin bin/tests_parallel__nccl_m
   [ -x "$b" ] || continue
   for tool in memcheck racecheck; do
     run $tool "$(basename $b)" mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH \
-      -x NCCL_NVLS_ENABLE -x GTEST_COLOR "$cs" --tool $tool $nccl_flags --error-exitcode 3 "$b"
+      -x NCCL_NVLS_ENABLE -x GTEST_COLOR -x TANDEM_UNDER_SANITIZER "$cs" --tool $tool $nccl_flags --error-exitcode 3 "$b"
   done
 done
 wait
