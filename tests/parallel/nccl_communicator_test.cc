@@ -25,6 +25,7 @@
 #include "parallel/launcher.h"
 #include "parallel/nccl_check.h"
 #include "parallel/thread_communicator.h"
+#include "tests/support/sanitizer.h"
 
 namespace tandem {
 namespace {
@@ -356,7 +357,8 @@ TEST(NcclCommunicatorTest, BarrierWaitsForEveryRank) {
 // download would not see the result.
 void CheckStreamOrderedAllReduce(bool use_queue) {
   constexpr int64_t kN = int64_t{1} << 20;
-  constexpr int64_t kM = 4096;  // 2 * 4096^3 flops per GEMM, ~3 ms each
+  // 2 * 4096^3 flops per GEMM, ~3 ms each (less under compute-sanitizer).
+  const int64_t kM = testing::BusyGemmSide();
   std::vector<std::vector<float>> results(kWorkers);
   LaunchOnGpus(kWorkers, [&](Worker& w) {
     Backend& backend = GetBackend(w.device);
@@ -405,7 +407,7 @@ TEST(NcclCommunicatorTest, QueueAllReduceAndJoinQueuedOrderAgainstCompute) {
 TEST(NcclCommunicatorTest, BlockingAllReduceWaitsForQueuedCompute) {
   SKIP_UNLESS_GPUS(kWorkers);
   constexpr int64_t kN = 1000;
-  constexpr int64_t kM = 4096;
+  const int64_t kM = testing::BusyGemmSide();
   std::vector<std::vector<float>> results(kWorkers);
   LaunchOnGpus(kWorkers, [&](Worker& w) {
     Backend& backend = GetBackend(w.device);

@@ -20,6 +20,7 @@
 #include "parallel/launcher.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
+#include "tests/support/sanitizer.h"
 
 namespace tandem {
 namespace {
@@ -212,7 +213,8 @@ TEST(NcclMpiTest, QueuedAllReduceIsOrderedAgainstCompute) {
   SKIP_UNLESS_GPU_PER_RANK();
   LaunchOnGpus([](Worker& w) {
     constexpr int64_t kN = int64_t{1} << 20;
-    constexpr int64_t kM = 4096;  // keeps the compute stream busy, ~30 ms
+    // Keeps the compute stream busy, ~30 ms (less under compute-sanitizer).
+    const int64_t kM = testing::BusyGemmSide();
     Backend& backend = GetBackend(w.device);
     auto* nccl = dynamic_cast<NcclCommunicator*>(w.device_comm);
     ASSERT_NE(nccl, nullptr);

@@ -8,7 +8,6 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 
 #include <algorithm>
 #include <cmath>
@@ -32,6 +31,7 @@
 #include "layers/optimizer.h"
 #include "parallel/pipeline.h"
 #include "tests/support/dp_training.h"
+#include "tests/support/sanitizer.h"
 
 namespace tandem {
 namespace {
@@ -148,11 +148,9 @@ GpuRun TrainOnDevices(const TrainSetup& setup, int stages, int micro,
 // finished result, not the -1 the buffer held before.
 TEST(PipelineGpuTest, CrossDeviceEventOrdersAnotherGpusStream) {
   REQUIRE_GPUS(2);
-  // Under compute-sanitizer (run_sanitizers.sh sets TANDEM_UNDER_SANITIZER)
-  // every kernel runs orders of magnitude slower, so a far shorter chain is
-  // still pending when waited on (the test checks that it was), and the
-  // full one would take racecheck hours.
-  const int64_t n = std::getenv("TANDEM_UNDER_SANITIZER") != nullptr ? 512 : 4096;
+  // Smaller under compute-sanitizer; still pending when waited on, which the
+  // test checks.
+  const int64_t n = testing::BusyGemmSide();
   for (auto [src, dst] : {std::pair<int, int>{0, 1}, {1, 0}}) {
     const Device from = Device::Cuda(src), to = Device::Cuda(dst);
     Tensor a = Tensor::Full({n, n}, 1.f, from);
