@@ -33,8 +33,8 @@ namespace tandem {
 // communication stream (and the compute stream) at that point: the update of
 // one bucket then runs beside the all-reduce of the next instead of in front
 // of it. JoinQueued waits for both. On 2 H200s that took mlp-large's step at
-// batch 512 from 4.21 to 4.17 ms, the last bucket's all-reduce no longer
-// queued behind the update of the bucket before it.
+// batch 512 from 4.20-4.22 to 4.17-4.18 ms, the last bucket's all-reduce no
+// longer queued behind the update of the bucket before it.
 //
 // The Communicator interface's calls (AllReduce, Broadcast, AllGather) are for
 // the edges of training: broadcasting the initial parameters, averaging
