@@ -4,7 +4,8 @@
 # cores to spare, and the tool serialises kernels per process only), each cut
 # off at SANITIZE_TIMEOUT seconds (default 400).
 # Prints one line per binary and tool: rc (0 passed, 3 the tool found errors,
-# 124 cut off) and the tool's summary line. Logs go to $logs (default
+# 124 cut off, 255 with a note: the binary made no CUDA call) and the tool's
+# summary line. Logs go to $logs (default
 # /tmp/tandem_logs). Called by run_tests.sh sanitize; runs alone too:
 #   bash .device/run_sanitizers.sh
 #   SANITIZE_ONLY='mpi|nccl' SANITIZE_TIMEOUT=500 bash .device/run_sanitizers.sh
@@ -40,17 +41,22 @@ run() {  # tool name command...
   local tool=$1 name=$2; shift 2
   echo "$name" | grep -Eq "$only" || return 0
   local log="$logs/$name.$tool.log"
-  ( timeout "$limit" "$@" > "$log" 2>&1; echo "rc=$?" >> "$log" ) &
+  # Its own scratch folder: both tools run a binary at once, and tests that
+  # write files (checkpoint_test) would otherwise share them.
+  ( export TEST_TMPDIR=$(mktemp -d /tmp/tandem_san_tmp.XXXXXX)
+    timeout "$limit" "$@" > "$log" 2>&1; echo "rc=$?" >> "$log" ) &
   jobs+=("$name $tool")
 }
 for tool in memcheck racecheck; do
-  for b in bin/tests_core__ops_test bin/tests_core_cuda__* bin/tests_layers__linear_test \
-           bin/tests_layers__optimizer_test; do
+  # Every binary whose tests run on a GPU: the op and layer tests run one
+  # body on the CPU and on CUDA (tests/support/device_test.h).
+  for b in bin/tests_core__* bin/tests_core_data__* bin/tests_core_cuda__* bin/tests_layers__* \
+           bin/tests_examples__custom_layer_test; do
     [ -x "$b" ] || continue
     run $tool "$(basename $b)" "$cs" --tool $tool --error-exitcode 3 "$b" --gtest_filter="$filter"
   done
   for b in bin/tests_parallel__gpu_reducer_test bin/tests_parallel__nccl_communicator_test \
-           bin/tests_parallel__pipeline_gpu_test; do
+           bin/tests_parallel__pipeline_gpu_test bin/tests_parallel__launcher_test; do
     [ -x "$b" ] || continue
     run $tool "$(basename $b)" "$cs" --tool $tool $nccl_flags --error-exitcode 3 "$b" \
       --gtest_filter="$threads_nccl_filter"
@@ -68,5 +74,9 @@ wait
 for j in "${jobs[@]}"; do
   set -- $j
   log="$logs/$1.$2.log"
-  echo "$1 $2 $(tail -1 "$log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
+  note=""
+  # The tool exits 255 with this for a binary that never calls CUDA.
+  grep -q "terminated before first instrumented API call" "$log" &&
+    note="(no CUDA call: not a CUDA test binary)"
+  echo "$1 $2 $(tail -1 "$log") $note$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
 done
