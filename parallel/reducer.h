@@ -127,8 +127,8 @@ class Reducer {
     Tensor flat;                   // [elements], the gradients live here
     std::vector<size_t> params;    // indices into params_
     int pending = 0;               // gradients not yet final this step
-    int running = 0;               // of its parameters' layers, those whose
-                                   // Backward has not returned this step
+    int running = 0;               // its parameters whose layer's Backward
+                                   // has not returned this step
   };
 
   void BuildBuckets();
