@@ -8,7 +8,6 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -159,8 +158,8 @@ TEST(PipelineGpuTest, CrossDeviceEventOrdersAnotherGpusStream) {
     Tensor out = Tensor::Full({n, n}, -2.f, to);
     GetBackend(from).Synchronize();
     GetBackend(to).Synchronize();
-    // 40 GEMMs of 4096^3 (~5.5 TFLOP, ~0.1 s at 51 TFLOP/s): c = n everywhere,
-    // exactly (sums of ones, exact in fp32 for n up to 2^24).
+    // 40 GEMMs of n^3 (n = 4096: ~5.5 TFLOP, ~0.1 s at 51 TFLOP/s): c = n
+    // everywhere, exactly (sums of ones, exact in fp32 for n up to 2^24).
     for (int i = 0; i < 40; ++i) ops::Gemm(a, false, b, false, c);
     cuda::Event ready = [&] {
       cuda::DeviceGuard guard(src);
