@@ -51,7 +51,19 @@ Storage::Storage(Device device, int64_t num_elements)
       static_cast<size_t>(num_elements) * sizeof(float)));
 }
 
+Storage::Storage(Device device, int64_t num_elements, float* data,
+                 std::function<void()> release)
+    : device_(device),
+      num_elements_(num_elements),
+      allocator_(nullptr),
+      data_(data),
+      release_(std::move(release)) {}
+
 Storage::~Storage() {
+  if (release_) {
+    release_();
+    return;
+  }
   allocator_->Free(
       data_, static_cast<size_t>(num_elements_) * sizeof(float));
 }
@@ -63,6 +75,14 @@ Tensor Tensor::Empty(const Shape& shape, Device device) {
   CheckShape(shape);
   return Tensor(std::make_shared<Storage>(device, NumElements(shape)), 0,
                 shape);
+}
+
+Tensor Tensor::Wrap(float* data, const Shape& shape, Device device,
+                    std::function<void()> release) {
+  CheckShape(shape);
+  return Tensor(std::make_shared<Storage>(device, NumElements(shape), data,
+                                          std::move(release)),
+                0, shape);
 }
 
 Tensor Tensor::Zeros(const Shape& shape, Device device) {

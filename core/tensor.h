@@ -13,6 +13,7 @@
 #define TANDEM_CORE_TENSOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ std::string ShapeToString(const Shape& shape);
 class Storage {
  public:
   Storage(Device device, int64_t num_elements);
+  // Memory allocated elsewhere; `release` frees it when the storage dies.
+  Storage(Device device, int64_t num_elements, float* data,
+          std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -46,6 +50,7 @@ class Storage {
   int64_t num_elements_;
   Allocator* allocator_;  // the device context's; outlives every storage
   float* data_;
+  std::function<void()> release_;  // set for wrapped memory instead
 };
 
 class Tensor {
@@ -61,6 +66,11 @@ class Tensor {
   // Copies `values` (which must hold NumElements(shape) floats) to `device`.
   static Tensor FromVector(const std::vector<float>& values, const Shape& shape,
                            Device device = Device::Cpu());
+  // A tensor over memory allocated elsewhere (NumElements(shape) floats on
+  // `device`), such as memory a communicator registered; `release` runs
+  // when the last tensor sharing it is gone.
+  static Tensor Wrap(float* data, const Shape& shape, Device device,
+                     std::function<void()> release);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

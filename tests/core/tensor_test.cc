@@ -49,6 +49,25 @@ TEST_P(TensorTest, ReshapeSharesStorage) {
   EXPECT_THROW(t.Reshape({4}), Error);
 }
 
+// Wrapped memory is released once, by the last tensor that views it.
+TEST_P(TensorTest, WrapReleasesOnceWhenTheLastViewDies) {
+  Tensor backing = Tensor::Full({6}, 2.f, device());  // memory to lend
+  int released = 0;
+  {
+    Tensor wrapped = Tensor::Wrap(backing.data(), {2, 3}, device(), [&] { ++released; });
+    EXPECT_EQ(wrapped.data(), backing.data());
+    EXPECT_EQ(wrapped.device(), device());
+    EXPECT_EQ(wrapped.ToVector(), std::vector<float>(6, 2.f));
+    Tensor row = wrapped.Slice(1, 2);
+    wrapped = Tensor();
+    EXPECT_EQ(released, 0);  // the row still views it
+    row.CopyFrom(Tensor::FromVector({7, 8, 9}, {1, 3}));
+    EXPECT_EQ(backing.ToVector(), (std::vector<float>{2, 2, 2, 7, 8, 9}));
+  }
+  EXPECT_EQ(released, 1);
+  EXPECT_THROW(Tensor::Wrap(backing.data(), {-1}, device(), [] {}), Error);
+}
+
 TEST_P(TensorTest, ZerosAndItem) {
   Tensor z = Tensor::Zeros({5}, device());
   EXPECT_EQ(z.ToVector(), std::vector<float>(5, 0.f));
