@@ -100,6 +100,15 @@ class Layer {
   virtual bool SetGradTarget(GradTarget target);
   const GradTarget& grad_target() const { return grad_target_; }
 
+  // A hint for Backward (default false): compute the parameter gradients
+  // before the input gradient instead of beside it. Data parallelism sets it
+  // on the layers nearest the input (ReducerOptions::gradients_first_layers):
+  // backward reaches their gradients last, and their all-reduce can then run
+  // beside the input-gradient GEMM rather than after it. Layers may ignore
+  // it; Linear honours it. Sequential passes it on to its layers.
+  virtual void SetGradientsFirst(bool first) { gradients_first_ = first; }
+  bool gradients_first() const { return gradients_first_; }
+
  protected:
   virtual void OnModeChange() {}
   // Optional, for Backward implementations: every parameter gradient of this
@@ -118,6 +127,7 @@ class Layer {
  private:
   bool training_ = true;
   bool needs_input_grad_ = true;
+  bool gradients_first_ = false;
   GradTarget grad_target_;
   // Set only inside BackwardNotifying; cleared once called.
   const std::function<void()>* on_gradients_queued_ = nullptr;

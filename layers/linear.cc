@@ -1,6 +1,7 @@
 #include "layers/linear.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 #include <sstream>
 
@@ -165,10 +166,15 @@ Tensor Linear::Backward(const Tensor& dy) {
   } else {
     // The weight gradient runs on the side lane beside the input gradient,
     // which the next layer waits for; Sequential::Backward (and any reader
-    // of the gradients) joins the lanes.
+    // of the gradients) joins the lanes. With gradients_first() it runs
+    // before the input gradient, on the main lane: beside it, the two GEMMs
+    // share the SMs and end together, so an all-reduce of the gradient
+    // could start only when the input gradient is done too (Note
+    // [Gradients first] in parallel/reducer.cc).
     const float beta = grad_target().kind == GradTarget::kAccumulate ? 1.f : 0.f;
     {
-      ops::SideLane side(device);
+      std::optional<ops::SideLane> side;
+      if (!gradients_first()) side.emplace(device);
       ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, beta);  // dz^T x
       if (options_.bias) ops::ColumnSums(dz, bias_grad_, beta);
     }

@@ -29,6 +29,11 @@ void Sequential::SetNeedsInputGrad(bool needed) {
   if (!layers_.empty()) layers_.front()->SetNeedsInputGrad(needed);
 }
 
+void Sequential::SetGradientsFirst(bool first) {
+  Layer::SetGradientsFirst(first);
+  for (auto& layer : layers_) layer->SetGradientsFirst(first);
+}
+
 bool Sequential::SetGradTarget(GradTarget target) {
   const GradTarget before = grad_target();
   for (size_t i = 0; i < layers_.size(); ++i) {

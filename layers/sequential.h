@@ -55,6 +55,8 @@ class Sequential : public Layer {
   void SetNeedsInputGrad(bool needed) override;
   // Switches every layer, or none when one of them cannot.
   bool SetGradTarget(GradTarget target) override;
+  // Sets the hint on every layer.
+  void SetGradientsFirst(bool first) override;
 
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }

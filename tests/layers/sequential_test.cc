@@ -105,6 +105,20 @@ TEST(SequentialGradTargetTest, AllOrNothing) {
   EXPECT_EQ(model.layer(0).grad_target().kind, GradTarget::kAccumulate);
 }
 
+TEST(SequentialGradientsFirstTest, ReachesNestedLayers) {
+  Rng rng(0);
+  Sequential model("net");
+  model.Emplace<Linear>("fc1", 2, 2, rng);
+  Sequential& inner = model.Emplace<Sequential>("inner");
+  inner.Emplace<Linear>("fc2", 2, 2, rng);
+  model.SetGradientsFirst(true);
+  EXPECT_TRUE(model.layer(0).gradients_first());
+  EXPECT_TRUE(inner.layer(0).gradients_first());
+  inner.SetGradientsFirst(false);
+  EXPECT_TRUE(model.layer(0).gradients_first());
+  EXPECT_FALSE(inner.layer(0).gradients_first());
+}
+
 TEST(SequentialNamesTest, ParameterNamesAndUniqueness) {
   Rng rng(0);
   Sequential model;
