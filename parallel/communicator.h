@@ -33,6 +33,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/tensor.h"
 
 namespace tandem {
 
@@ -108,6 +109,12 @@ class Communicator {
   // Host communicators, whose collectives are done when they return, just
   // run it.
   virtual void RunQueued(const std::function<void()>& work) { work(); }
+
+  // A zeroed buffer of `count` floats on `device` for this communicator's
+  // all-reduces; NCCL may hand out memory it reduces faster.
+  virtual Tensor NewReduceBuffer(int64_t count, Device device) {
+    return Tensor::Zeros({count}, device);
+  }
 
   // For traces: while on, every QueueAllReduce records a TimeMarker on the
   // communication stream where its all-reduce starts (after the wait for

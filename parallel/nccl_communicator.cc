@@ -1,6 +1,7 @@
 #include "parallel/nccl_communicator.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -87,6 +88,34 @@ namespace tandem {
 // thread. That is the one case where the communicator is released while the
 // stuck thread is still returning from NCCL.
 
+// Note [Symmetric memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// NCCL 2.27 added symmetric memory: a buffer from ncclMemAlloc registered on
+// every rank with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC), at the
+// same offset everywhere. Collectives on it run NCCL's symmetric kernels,
+// which read the peers' buffers directly over NVLink instead of staging
+// through NCCL's own FIFOs. The reducer's buckets live there
+// (NewReduceBuffer). Measured on 2 H200s (bench/nccl_register_bench,
+// gpu_dp_bench; docs/benchmarks.md, session 6):
+// - Left to itself NCCL runs its RSxLD_AGxST kernel on 7 CTAs there: alone,
+//   235 MB took 0.93 ms against 0.79 ms from ordinary memory, but beside
+//   backward it already helped, mlp-large's step at batch 512 going from
+//   4.17 to 4.10 ms, and with gradients first (Note [Gradients first] in
+//   reducer.cc) from 4.07 to 3.99 ms.
+// - On 7 CTAs the all-reduces beside backward's GEMMs fell behind: a
+//   bucket's all-reduce queued behind the one before it. With at least
+//   kMinCtas = 16 (ncclConfig_t::minCTAs), the SMs the reducer's GEMM
+//   reserve leaves free anyway (Note [GEMM reserve] in reducer.cc), the step
+//   took 3.93 ms (12 gave the same, 8 as both bounds 3.98 ms), and 235 MB
+//   alone 0.70 ms against 0.79 ms from ordinary memory.
+// - In one call with everything else on: 3.93 ms, against 4.07 ms with the
+//   buckets in ordinary memory; the small model 0.221 against 0.240 ms.
+// Registration is collective, so every rank makes the same buffers in the
+// same order (the reducer does). Deregistering is local: a buffer dropped
+// after its communicator is gone is only freed, since ncclCommDestroy and
+// ncclCommAbort release the windows themselves. TANDEM_NCCL_SYMMETRIC=0
+// turns it off, for comparison or for an NCCL that cannot register.
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -111,6 +140,19 @@ void LogIfNcclError(ncclResult_t result, const char* call,
                internal::NcclErrorText(result).c_str(), call);
 }
 
+// Blocking, and kMinCtas to kMaxCtas CTAs per collective unless the
+// environment sets either (NCCL_MIN_CTAS, NCCL_MAX_CTAS, for experiments).
+// NCCL 2.28.3 refuses a config that sets one bound without the other.
+ncclConfig_t CommConfig() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  if (std::getenv("NCCL_MIN_CTAS") == nullptr && std::getenv("NCCL_MAX_CTAS") == nullptr) {
+    config.minCTAs = NcclCommunicator::kMinCtas;
+    config.maxCTAs = NcclCommunicator::kMaxCtas;
+  }
+  return config;
+}
+
 std::string DeviceList(const std::vector<int>& devices) {
   std::string text;
   for (size_t i = 0; i < devices.size(); ++i) {
@@ -128,6 +170,12 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size,
                                    int device)
     : comm_(comm), rank_(rank), size_(size), device_(device) {
   NCCL_CHECK(ncclGetVersion(&nccl_version_));
+  const char* symmetric = std::getenv("TANDEM_NCCL_SYMMETRIC");
+  symmetric_memory_ = nccl_version_ >= 22700 && size_ > 1 &&
+                      !(symmetric != nullptr && std::string(symmetric) == "0");
+  windows_ = std::make_shared<WindowOwner>();
+  windows_->comm = comm_;
+  windows_->call_mu = &call_mu_;
   cuda::DeviceGuard guard(device);
   int least = 0;
   int greatest = 0;
@@ -151,6 +199,9 @@ NcclCommunicator::~NcclCommunicator() {
   const bool switched = cudaGetDevice(&previous) == cudaSuccess &&
                         previous != device_ &&
                         cudaSetDevice(device_) == cudaSuccess;
+  // Buffers that outlive us are not deregistered: ncclCommDestroy (or
+  // ncclCommAbort) releases their windows.
+  DetachWindows();
   if (!aborted_.load()) {
     // All-reduces queued by AllReduceOnStream may still be running; NCCL
     // must not free what they use.
@@ -172,8 +223,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(Communicator& host,
   ncclComm_t comm = nullptr;
   {
     cuda::DeviceGuard guard(device);
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 1;
+    ncclConfig_t config = CommConfig();
     NCCL_CHECK(
         ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config))
         << "creating NCCL rank " << host.rank() << " of " << host.size()
@@ -222,6 +272,7 @@ void NcclCommunicator::Abort(const std::string& reason) {
     abort_reason_ = reason;
     aborted_.store(true);
   }
+  DetachWindows();  // before call_mu_: a release takes the two in that order
   // See Note [Abort].
   std::unique_lock<std::timed_mutex> call(call_mu_, std::defer_lock);
   if (!call.try_lock_for(kAbortWaitForCall)) {
@@ -376,6 +427,66 @@ void NcclCommunicator::QueueAllReduce(float* data, int64_t count,
   }
 }
 
+Tensor NcclCommunicator::NewReduceBuffer(int64_t count, Device device) {
+  TANDEM_CHECK(device == Device::Cuda(device_))
+      << Describe() << ": a reduce buffer on " << device
+      << " (this communicator reduces memory of cuda:" << device_ << ")";
+  if (!symmetric_memory_ || count <= 0) {
+    return Communicator::NewReduceBuffer(count, device);
+  }
+  // See Note [Symmetric memory].
+  cuda::DeviceGuard guard(device_);
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  void* ptr = nullptr;
+  NCCL_CHECK(ncclMemAlloc(&ptr, bytes))
+      << Describe() << ": allocating a " << bytes << "-byte reduce buffer";
+  ncclWindow_t window = nullptr;
+  try {
+    // On the compute stream, which the all-reduces wait for, so no wait here.
+    CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, cuda::ComputeStream(device_)))
+        << Describe() << ": clearing a reduce buffer";
+    BeginCollective("WindowRegister", count);
+    Issue("WindowRegister", count, "", [&] {
+      return ncclCommWindowRegister(comm_, ptr, bytes, &window, NCCL_WIN_COLL_SYMMETRIC);
+    });
+  } catch (...) {
+    LogIfNcclError(ncclMemFree(ptr), "ncclMemFree", Describe());
+    throw;
+  }
+  std::shared_ptr<WindowOwner> owner = windows_;
+  const int device_index = device_;
+  const std::string name = Describe();
+  auto release = [owner, ptr, window, device_index, name] {
+    int previous = -1;
+    const bool switched = cudaGetDevice(&previous) == cudaSuccess &&
+                          previous != device_index &&
+                          cudaSetDevice(device_index) == cudaSuccess;
+    // Kernels queued on any stream (all-reduces, updates, GEMMs writing
+    // gradients) may still use the buffer; this runs when a model or reducer
+    // is torn down, never inside a step.
+    TANDEM_CUDA_LOG_IF_ERROR(cudaDeviceSynchronize());
+    {
+      std::lock_guard<std::mutex> lock(owner->mu);
+      if (owner->comm != nullptr) {
+        // A local call (unlike its registration): checked on 2 H200s,
+        // bench/nccl_register_bench --probe_deregister.
+        std::lock_guard<std::timed_mutex> call(*owner->call_mu);
+        LogIfNcclError(ncclCommWindowDeregister(owner->comm, window),
+                       "ncclCommWindowDeregister", name);
+      }
+    }
+    LogIfNcclError(ncclMemFree(ptr), "ncclMemFree", name);
+    if (switched) TANDEM_CUDA_LOG_IF_ERROR(cudaSetDevice(previous));
+  };
+  return Tensor::Wrap(static_cast<float*>(ptr), {count}, device, release);
+}
+
+void NcclCommunicator::DetachWindows() {
+  std::lock_guard<std::mutex> lock(windows_->mu);
+  windows_->comm = nullptr;
+  windows_->call_mu = nullptr;
+}
+
 std::vector<Communicator::QueuedSpan> NcclCommunicator::TakeQueuedSpans() {
   std::vector<QueuedSpan> spans = std::move(queued_spans_);
   queued_spans_.clear();
@@ -465,13 +576,29 @@ NcclThreadGroup::NcclThreadGroup(const std::vector<int>& devices) {
           << "; NCCL needs a GPU of its own for each rank";
     }
   }
-  // ncclCommInitAll initialises every rank from this thread in one NCCL
-  // group, so either all ranks exist or the call fails: no rank waits for
-  // one that never joined.
+  // Every rank is initialised from this thread in one NCCL group (what
+  // ncclCommInitAll does, here with our ncclConfig_t), so either all ranks
+  // exist or the call fails: no rank waits for one that never joined.
   std::vector<ncclComm_t> comms(n, nullptr);
-  NCCL_CHECK(ncclCommInitAll(comms.data(), n, devices.data()))
-      << "creating an NCCL communicator of " << n << " ranks on "
-      << DeviceList(devices);
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id)) << "making the NCCL id for " << DeviceList(devices);
+  ncclResult_t created = ncclGroupStart();
+  for (int r = 0; r < n && created == ncclSuccess; ++r) {
+    cuda::DeviceGuard guard(devices[r]);
+    ncclConfig_t config = CommConfig();
+    created = ncclCommInitRankConfig(&comms[r], n, id, r, &config);
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  if (created == ncclSuccess) created = ended;
+  if (created != ncclSuccess) {
+    for (ncclComm_t comm : comms) {
+      if (comm != nullptr) {
+        LogIfNcclError(ncclCommAbort(comm), "ncclCommAbort", "NcclThreadGroup");
+      }
+    }
+  }
+  NCCL_CHECK(created) << "creating an NCCL communicator of " << n << " ranks on "
+                      << DeviceList(devices);
   communicators_.reserve(n);
   int wrapped = 0;
   try {

@@ -33,6 +33,10 @@
 //
 // NVLS (NVLink SHARP multicast) is left to NCCL's environment: nothing here
 // sets or clears NCCL_NVLS_ENABLE; GPU machines that need it off set =0.
+// Two NCCL settings are ours (Note [Symmetric memory] in the .cc): at least
+// kMinCtas to kMaxCtas CTAs per collective (unless NCCL_MIN_CTAS or
+// NCCL_MAX_CTAS is set), and the
+// reducer's buckets in symmetric memory (unless TANDEM_NCCL_SYMMETRIC=0).
 #ifndef TANDEM_PARALLEL_NCCL_COMMUNICATOR_H_
 #define TANDEM_PARALLEL_NCCL_COMMUNICATOR_H_
 
@@ -60,6 +64,12 @@ class Stream;
 class NcclCommunicator final : public Communicator {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{300 * 1000};
+  // ncclConfig_t::minCTAs of every communicator made here: as many SMs as
+  // backward's GEMMs leave to NCCL (ReducerOptions::gemm_reserve). See
+  // Note [Symmetric memory].
+  static constexpr int kMinCtas = 16;
+  // ncclConfig_t::maxCTAs: NCCL's own default on Hopper (NCCL_MAX_CTAS).
+  static constexpr int kMaxCtas = 32;
 
   // One rank of a communicator spanning every rank of `host`: rank 0 of host
   // makes an ncclUniqueId, host broadcasts it (BroadcastNcclUniqueId), and
@@ -119,6 +129,17 @@ class NcclCommunicator final : public Communicator {
   void QueueAllReduce(float* data, int64_t count, ReduceOp op) override;
   void JoinQueued() override;
   void RunQueued(const std::function<void()>& work) override;
+  // With symmetric_memory(): memory from ncclMemAlloc, registered as a
+  // symmetric window (ncclCommWindowRegister), which NCCL all-reduces with
+  // its symmetric kernels. Collective: every rank asks for the same counts
+  // in the same order, like a collective. The buffer may outlive this
+  // communicator; it is deregistered and freed, after the device has
+  // finished its queued work, on the thread that drops the last tensor
+  // viewing it (as with any call on a communicator, not while another thread
+  // uses it). Otherwise, and for count 0, ordinary device memory.
+  Tensor NewReduceBuffer(int64_t count, Device device) override;
+  // NCCL 2.27 or newer, 2+ ranks, and TANDEM_NCCL_SYMMETRIC is not "0".
+  bool symmetric_memory() const { return symmetric_memory_; }
   void set_record_queue_times(bool record) override { record_queue_times_ = record; }
   std::vector<QueuedSpan> TakeQueuedSpans() override;
 
@@ -181,11 +202,24 @@ class NcclCommunicator final : public Communicator {
   void WaitForStream(const char* kind, int64_t count,
                      const std::string& detail);
 
+  // What the reduce buffers handed out need of this communicator, shared with
+  // them since they may outlive it: comm is null once it is destroyed or
+  // aborted (which releases their windows).
+  struct WindowOwner {
+    std::mutex mu;
+    ncclComm_t comm = nullptr;
+    std::timed_mutex* call_mu = nullptr;  // the communicator's, while comm is set
+  };
+  // Stops buffers released from now on from deregistering.
+  void DetachWindows();
+
   ncclComm_t comm_;
   const int rank_;
   const int size_;
   const int device_;
   int nccl_version_ = 0;
+  bool symmetric_memory_ = false;
+  std::shared_ptr<WindowOwner> windows_;
   std::unique_ptr<cuda::Stream> stream_;
   // RunQueued's work (the per-bucket updates): behind the collectives it
   // follows, beside the later ones. See Note [Stream order].

@@ -49,6 +49,13 @@ struct ReducerOptions {
   // kernels hold meanwhile (Backend::SetGemmReserve; Note [GEMM reserve]).
   // 0: GEMMs plan for the whole device.
   int gemm_reserve = 16;
+  // With 2+ ranks and overlap: the first this many layers of the model that
+  // have parameters (from the input side) compute their parameter gradients
+  // before their input gradient (Layer::SetGradientsFirst), so that the
+  // all-reduce of the gradients backward reaches last runs beside the rest
+  // of backward instead of after it. Note [Gradients first] in reducer.cc.
+  // 0: every layer keeps its gradients beside its input gradient.
+  int gradients_first_layers = 2;
 };
 
 // Timeline of one step, on the steady clock, for tests and traces.
@@ -148,6 +155,7 @@ class Reducer {
   bool sync_ = true;
 
   std::vector<Parameter> params_;
+  std::vector<size_t> gradients_first_;           // layers given the hint
   std::vector<int> param_bucket_;                 // param index -> bucket
   std::vector<std::vector<size_t>> layer_params_; // layer -> param indices
   std::vector<Bucket> buckets_;

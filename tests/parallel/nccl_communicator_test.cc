@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -400,6 +401,53 @@ TEST(NcclCommunicatorTest, AllReduceOnStreamIsOrderedByTheCallersWaits) {
 TEST(NcclCommunicatorTest, QueueAllReduceAndJoinQueuedOrderAgainstCompute) {
   SKIP_UNLESS_GPUS(kWorkers);
   CheckStreamOrderedAllReduce(/*use_queue=*/true);
+}
+
+// Reduce buffers (Note [Symmetric memory]): symmetric memory where NCCL can,
+// zeroed, reduced in place by the queued all-reduce, and still readable
+// (then freed) after the communicators are gone.
+TEST(NcclCommunicatorTest, ReduceBuffersAreZeroedReducedAndOutliveTheCommunicator) {
+  SKIP_UNLESS_GPUS(kWorkers);
+  int version = 0;
+  ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);
+  for (const char* setting : {"", "0"}) {
+    if (*setting) {
+      setenv("TANDEM_NCCL_SYMMETRIC", setting, 1);
+    } else {
+      unsetenv("TANDEM_NCCL_SYMMETRIC");
+    }
+    std::vector<Tensor> kept(kWorkers);  // outlive Launch's communicators
+    std::vector<std::vector<float>> results(kWorkers);
+    std::vector<int> symmetric(kWorkers);
+    LaunchOnGpus(kWorkers, [&](Worker& w) {
+      NcclCommunicator& nccl = Nccl(w);
+      symmetric[w.rank] = nccl.symmetric_memory();
+      for (int64_t n : {int64_t{1}, int64_t{1000}, (int64_t{1} << 20) + 3}) {
+        Tensor buffer = nccl.NewReduceBuffer(n, w.device);
+        ASSERT_EQ(buffer.shape(), (Shape{n}));
+        EXPECT_EQ(Mismatches(buffer.ToVector(), [](int64_t) { return 0.f; }), "")
+            << "count " << n;
+        buffer.CopyFrom(Tensor::FromVector(RankValues(w.rank, n), {n}));
+        nccl.QueueAllReduce(buffer.data(), n, ReduceOp::kSum);
+        nccl.JoinQueued();
+        results[w.rank] = buffer.ToVector();
+        EXPECT_EQ(Mismatches(results[w.rank], [](int64_t i) { return 1.f + i; }), "")
+            << "count " << n << ", rank " << w.rank;
+        kept[w.rank] = buffer;
+      }
+      EXPECT_EQ(nccl.NewReduceBuffer(0, w.device).numel(), 0);
+      EXPECT_THROW(nccl.NewReduceBuffer(4, Device::Cpu()), Error);
+    });
+    const bool expected = version >= 22700 && std::string(setting) != "0";
+    for (int r = 0; r < kWorkers; ++r) {
+      EXPECT_EQ(symmetric[r] != 0, expected)
+          << "rank " << r << ", TANDEM_NCCL_SYMMETRIC='" << setting << "'";
+      ASSERT_TRUE(kept[r].defined());
+      EXPECT_EQ(kept[r].ToVector(), results[r]) << "rank " << r << " after the communicators";
+    }
+    kept.clear();  // freed now, without their communicators
+  }
+  unsetenv("TANDEM_NCCL_SYMMETRIC");
 }
 
 // The blocking calls order themselves: the same busy compute stream before

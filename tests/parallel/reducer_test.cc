@@ -12,6 +12,8 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "layers/activation.h"
+#include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
@@ -164,6 +166,61 @@ TEST(ReducerTest, BucketsFollowReverseLayerOrder) {
   Reducer one_bucket(*model2, group.communicator(0), options);
   EXPECT_EQ(one_bucket.num_buckets(), 1);
   EXPECT_EQ(one_bucket.bucket_elements(0), 4 * 3 + 3 + 3 * 2 + 2);
+}
+
+// ReducerOptions::gradients_first_layers: the first N layers with parameters
+// get the hint, layers without are skipped, and the reducer takes it back
+// when it goes. One rank, or no overlap, needs no hint.
+TEST(ReducerTest, GradientsFirstGoesToTheLayersNearestTheInput) {
+  auto hinted = [](int ranks, ReducerOptions options) {
+    ThreadGroup group(ranks);
+    std::vector<std::string> during(ranks), after(ranks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        Rng rng(2);
+        Sequential model("net");
+        model.Add(MakeTanh("act0"));
+        model.Emplace<Linear>("fc1", 3, 3, rng);
+        model.Add(MakeTanh("act1"));
+        model.Emplace<Linear>("fc2", 3, 3, rng);
+        model.Emplace<Linear>("fc3", 3, 2, rng);
+        auto names = [&] {
+          std::string s;
+          for (size_t i = 0; i < model.size(); ++i) {
+            if (model.layer(i).gradients_first()) s += model.layer(i).Name() + " ";
+          }
+          return s;
+        };
+        {
+          Reducer reducer(model, group.communicator(r), options);
+          during[r] = names();
+        }
+        after[r] = names();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) EXPECT_EQ(after[r], "") << "rank " << r;
+    return during[0];
+  };
+  ReducerOptions options;
+  EXPECT_EQ(options.gradients_first_layers, 2);
+  EXPECT_EQ(hinted(2, options), "fc1 fc2 ");
+  options.gradients_first_layers = 1;
+  EXPECT_EQ(hinted(2, options), "fc1 ");
+  options.gradients_first_layers = 9;
+  EXPECT_EQ(hinted(2, options), "fc1 fc2 fc3 ");
+  options.gradients_first_layers = 0;
+  EXPECT_EQ(hinted(2, options), "");
+  options.gradients_first_layers = 2;
+  EXPECT_EQ(hinted(1, options), "");
+  options.overlap = false;
+  EXPECT_EQ(hinted(2, options), "");
+  options.gradients_first_layers = -1;
+  ThreadGroup one(1);
+  Rng rng(0);
+  auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  EXPECT_THROW(Reducer(*model, one.communicator(0), options), Error);
 }
 
 // Fused SGD keeps no gradients, so there is nothing to all-reduce: two
