@@ -35,6 +35,7 @@
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
 #include "parallel/launcher.h"
+#include "parallel/nccl_communicator.h"
 #include "parallel/reducer.h"
 
 namespace tandem {
@@ -49,6 +50,7 @@ struct Options {
   double bucket_mb = 25.0;
   bool overlap = true;
   int gemm_reserve = ReducerOptions().gemm_reserve;
+  int gradients_first_layers = ReducerOptions().gradients_first_layers;
   bool trace = false;
   bool allreduce_only = false;
   // accumulate: ZeroGrad, Backward adds; overwrite: Backward writes the
@@ -104,6 +106,13 @@ void Trace(Worker& w, Reducer& reducer, Backend& backend, Step& step,
   std::cout << line.str() << std::endl;
 }
 
+// Whether the reducer's buckets are NCCL symmetric memory (Note [Symmetric
+// memory] in parallel/nccl_communicator.cc).
+bool SymmetricMemory(Worker& w) {
+  auto* nccl = dynamic_cast<NcclCommunicator*>(&w.gradient_comm());
+  return nccl != nullptr && nccl->symmetric_memory();
+}
+
 void RunTraining(const Options& o, Worker& w, std::mutex& print) {
   cuda::SetAllowTf32(false);
   const std::vector<int64_t> sizes = Sizes(o.model);
@@ -115,6 +124,7 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
   ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
   ro.overlap = o.overlap;
   ro.gemm_reserve = o.gemm_reserve;
+  ro.gradients_first_layers = o.gradients_first_layers;
   Reducer reducer(*model, w.gradient_lanes(), ro);
   SgdParams sgd;
   sgd.lr = 1e-3f;
@@ -176,6 +186,8 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
         .Add("overlap", o.overlap ? "on" : "off").Add("grads", o.grads)
         .Add("update", fused ? "fused" : o.update)
         .Add("bucket_mb", o.bucket_mb, 1).Add("gemm_reserve", o.gemm_reserve)
+        .Add("gradients_first", o.gradients_first_layers)
+        .Add("symmetric", SymmetricMemory(w) ? "on" : "off")
         .Add("buckets", reducer.num_buckets()).Add("lanes", reducer.num_lanes())
         .Add("step_ms", ms, 3)
         .Add("samples_per_s", o.batch * w.size / (ms / 1000.0), 0)
@@ -200,7 +212,11 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
   Communicator& comm = w.gradient_comm();
   const std::vector<Communicator*> lanes = w.gradient_lanes();
   const int64_t n = ParameterCount(*model);
-  Tensor flat = Tensor::Zeros({n}, w.device);
+  // The kind of memory the reducer's buckets are in (NCCL symmetric memory
+  // unless TANDEM_NCCL_SYMMETRIC=0), for both timings; one raw all-reduce of
+  // ordinary device memory as well, for reference.
+  Tensor flat = comm.NewReduceBuffer(n, w.device);
+  Tensor plain = Tensor::Zeros({n}, w.device);
   Backend& backend = GetBackend(w.device);
   auto time_us = [&](const std::function<void()>& fn) {
     std::vector<double> runs;
@@ -216,6 +232,7 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
     return bench::Median(runs);
   };
   const double raw_us = time_us([&] { comm.QueueAllReduce(flat.data(), n, ReduceOp::kSum); });
+  const double plain_us = time_us([&] { comm.QueueAllReduce(plain.data(), n, ReduceOp::kSum); });
   // The reducer's buckets, in its launch order, each a separate all-reduce
   // on the lane the reducer gives it (as in a step), over chunks of one
   // buffer of the same total size.
@@ -238,10 +255,13 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
     row.Add("model", o.model).Add("gpus", w.size).Add("bytes", static_cast<int64_t>(bytes))
         .Add("bucket_mb", o.bucket_mb, 1).Add("buckets", reducer.num_buckets())
         .Add("lanes", static_cast<int64_t>(lanes.size())).Add("bucket_sizes_mib", sizes)
+        .Add("symmetric", SymmetricMemory(w) ? "on" : "off")
         .Add("raw_ms", raw_us / 1000, 3).Add("bucketed_ms", bucket_us / 1000, 3)
+        .Add("raw_plain_ms", plain_us / 1000, 3)
         .Add("raw_busbw_gbs", bytes * 2 * (w.size - 1) / w.size / (raw_us * 1e3), 1)
         .Add("bucketed_busbw_gbs", bytes * 2 * (w.size - 1) / w.size / (bucket_us * 1e3), 1)
-        .Add("bucketed_vs_raw", raw_us / bucket_us, 3);
+        .Add("bucketed_vs_raw", raw_us / bucket_us, 3)
+        .Add("bucketed_vs_raw_plain", plain_us / bucket_us, 3);
     std::cout << row.KeyValues() << std::endl;
   }
 }
@@ -265,6 +285,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no_overlap", o.overlap, "all-reduce after backward");
   app.add_option("--gemm_reserve", o.gemm_reserve,
                  "multiprocessors backward's GEMMs leave to NCCL (ReducerOptions)");
+  app.add_option("--gradients_first_layers", o.gradients_first_layers,
+                 "layers from the input that compute weight gradients first (ReducerOptions)");
   app.add_flag("--trace", o.trace, "then one step's device timeline (dp_trace)");
   app.add_flag("--allreduce_only", o.allreduce_only, "bucketed vs raw all-reduce");
   app.add_option("--update", o.update, "per_bucket (Reducer::set_optimizer) or step");

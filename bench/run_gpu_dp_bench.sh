@@ -25,6 +25,10 @@ for cfg in "large 512" "large 4096" "small 256"; do
   timeout 60 "$bin" $common --workers=2 --gradient_lanes=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --update=step | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --gemm_reserve=0 | sed 's/^/tandem threads /'
+  # What each of session 6's changes is worth, in the same call: gradients
+  # beside the input gradient again; buckets in ordinary memory.
+  timeout 60 "$bin" $common --workers=2 --gradients_first_layers=0 | sed 's/^/tandem threads /'
+  TANDEM_NCCL_SYMMETRIC=0 timeout 60 "$bin" $common --workers=2 | sed 's/^/tandem threads plain_memory /'
   timeout 60 $mpi "$bin" $common --mode=mpi | sed 's/^/tandem mpi /'
   timeout 90 python3 "$py" $common
   timeout 90 $torchrun "$py" $common 2>&1 | grep dp_step
@@ -36,6 +40,7 @@ for mb in 4 25 50 100; do
   for lanes in 1 2; do
     timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb --gradient_lanes=$lanes
   done
+  TANDEM_NCCL_SYMMETRIC=0 timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb | sed 's/^/plain_memory /'
 done
 echo "== raw NCCL: mlp-large's buckets (old rule, DDP's rule, 100 MiB) over 1-3 communicators"
 for sizes in 16.02,64,0.016,64,0.016,64,16.02 80.02,64.02,64.02,16.02 80.04,64.02,80.02; do
