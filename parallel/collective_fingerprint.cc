@@ -7,8 +7,10 @@
 namespace tandem {
 namespace {
 
-const char* const kKinds[] = {"AllReduce", "Broadcast", "Barrier", "AllGather"};
-constexpr int64_t kNumKinds = 4;
+// WindowRegister: NcclCommunicator::NewReduceBuffer's collective registration.
+const char* const kKinds[] = {"AllReduce", "Broadcast", "Barrier", "AllGather",
+                              "WindowRegister"};
+constexpr int64_t kNumKinds = 5;
 
 // Each int64 travels as four floats of 16 bits each: integers below 2^24 are
 // exact in a float, and no bit pattern can turn into a NaN on the way.

@@ -28,7 +28,8 @@ struct Fingerprint {
   int64_t count = 0;  // elements (floats)
 };
 
-// "AllReduce", "Broadcast", "Barrier", "AllGather" -> 0..3; -1 otherwise.
+// "AllReduce", "Broadcast", "Barrier", "AllGather", "WindowRegister" -> 0..4;
+// -1 otherwise.
 int64_t FingerprintKind(const char* kind);
 
 // Throws tandem::Error naming `rank`'s fingerprint and every rank's that

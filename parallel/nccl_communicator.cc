@@ -416,8 +416,7 @@ void NcclCommunicator::QueueAllReduce(float* data, int64_t count,
   // The gradients may come from either lane of the compute context (Linear
   // writes them on the side lane); waiting here for both, rather than making
   // the compute stream join the side lane, leaves backward running.
-  cuda::StreamWaitFor(stream_->get(), cuda::ComputeStream(device_), *event_);
-  cuda::StreamWaitFor(stream_->get(), cuda::SideLaneStream(device_), *event_);
+  WaitForComputeContext(stream_->get());
   QueuedSpan span;
   if (record_queue_times_) span.start = cuda::MarkStream(stream_->get(), device_);
   AllReduceOnStream(data, count, op, stream_->get());
@@ -500,6 +499,11 @@ void NcclCommunicator::JoinQueued() {
   cuda::StreamWaitFor(cuda::ComputeStream(device_), after_stream_->get(), *event_);
 }
 
+void NcclCommunicator::WaitForComputeContext(cudaStream_t stream) {
+  cuda::StreamWaitFor(stream, cuda::ComputeStream(device_), *event_);
+  cuda::StreamWaitFor(stream, cuda::SideLaneStream(device_), *event_);
+}
+
 void NcclCommunicator::RunQueued(const std::function<void()>& work) {
   ThrowIfAborted();
   cuda::DeviceGuard guard(device_);
@@ -507,8 +511,7 @@ void NcclCommunicator::RunQueued(const std::function<void()>& work) {
   // everything queued so far on the compute context, beside what comes next.
   const cudaStream_t after = after_stream_->get();
   cuda::StreamWaitFor(after, stream_->get(), *event_);
-  cuda::StreamWaitFor(after, cuda::ComputeStream(device_), *event_);
-  cuda::StreamWaitFor(after, cuda::SideLaneStream(device_), *event_);
+  WaitForComputeContext(after);
   cuda::StreamOverride on_after_stream(device_, after);
   work();
 }

@@ -210,6 +210,9 @@ class NcclCommunicator final : public Communicator {
     ncclComm_t comm = nullptr;
     std::timed_mutex* call_mu = nullptr;  // the communicator's, while comm is set
   };
+  // `stream` waits for everything queued so far on the device's compute
+  // stream and its side lane (where layers put their gradients).
+  void WaitForComputeContext(cudaStream_t stream);
   // Stops buffers released from now on from deregistering.
   void DetachWindows();
 

@@ -17,11 +17,12 @@
 namespace tandem {
 namespace {
 
-TEST(FingerprintKindTest, NamesTheFourCollectives) {
+TEST(FingerprintKindTest, NamesTheFiveCollectives) {
   EXPECT_EQ(FingerprintKind("AllReduce"), 0);
   EXPECT_EQ(FingerprintKind("Broadcast"), 1);
   EXPECT_EQ(FingerprintKind("Barrier"), 2);
   EXPECT_EQ(FingerprintKind("AllGather"), 3);
+  EXPECT_EQ(FingerprintKind("WindowRegister"), 4);
   EXPECT_EQ(FingerprintKind("Scatter"), -1);
 }
 
