@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # On the 2-GPU machine: Tandem's data-parallel step (threads and MPI modes,
 # overlap on and off) next to PyTorch DDP, 1 and 2 GPUs, in one session; then
-# bucketed vs raw all-reduce, over one and two NCCL lanes. Binaries from .device (tools/device/bundle.sh).
+# bucketed vs raw all-reduce, over one and two NCCL lanes; last, a summary
+# with scaling efficiency, the ratio to DDP and issue #5's verdicts
+# (bench/dp_summary.py). Binaries from .device (tools/device/bundle.sh).
 #   bash .device/run_gpu_dp_bench.sh
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
+# Everything below runs once more inside this: its output, then dp_summary.py's
+# table (scaling, the DDP ratio) and issue #5's verdicts over it.
+if [ -z "${DP_BENCH_INNER:-}" ]; then
+  log=${OUT:-/tmp}/dp_bench.log
+  DP_BENCH_INNER=1 bash "$0" "$@" 2>&1 | tee "$log"
+  echo "== summary (bench/dp_summary.py)"
+  python3 "$here/dp_summary.py" "$log"
+  exit
+fi
 [ -d "$here/bin" ] || bash "$here/unpack.sh"
 bin=$here/bin/bench__gpu_dp_bench
 py=$here/torch_ddp.py

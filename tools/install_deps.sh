@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev           # GoogleTest
   libcli11-dev           # command-line flags
   dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
+  python3                # tests/tools:dp_summary_test runs bench/dp_summary.py
 )
 # `install_deps.sh --fuzz` (tools/test.sh): also what tools/fuzz.sh needs,
 # for the docs check's short fuzz runs.
