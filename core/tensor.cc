@@ -80,6 +80,8 @@ Tensor Tensor::Empty(const Shape& shape, Device device) {
 Tensor Tensor::Wrap(float* data, const Shape& shape, Device device,
                     std::function<void()> release) {
   CheckShape(shape);
+  TANDEM_CHECK(release) << "Tensor::Wrap of " << ShapeToString(shape)
+                        << " on " << device << " needs a release callback";
   return Tensor(std::make_shared<Storage>(device, NumElements(shape), data,
                                           std::move(release)),
                 0, shape);

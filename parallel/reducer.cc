@@ -158,12 +158,16 @@ Reducer::Reducer(Sequential& model, std::vector<Communicator*> lanes,
   BroadcastParameters();
   if (comm_.size() > 1 && options_.overlap) {
     // See Note [Gradients first].
-    for (size_t layer = 0; layer < model_.size() &&
-                           gradients_first_.size() < static_cast<size_t>(options_.gradients_first_layers);
+    int hinted = 0;
+    for (size_t layer = 0; layer < model_.size() && hinted < options_.gradients_first_layers;
          ++layer) {
       if (layer_params_[layer].empty()) continue;
-      model_.layer(layer).SetGradientsFirst(true);
-      gradients_first_.push_back(layer);
+      // Counted either way; taken back at the end only where we gave it.
+      if (!model_.layer(layer).gradients_first()) {
+        model_.layer(layer).SetGradientsFirst(true);
+        gradients_first_.push_back(layer);
+      }
+      ++hinted;
     }
   }
   // See Note [Queued all-reduce]: stream-ordered communicators need no thread.

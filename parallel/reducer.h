@@ -155,7 +155,7 @@ class Reducer {
   bool sync_ = true;
 
   std::vector<Parameter> params_;
-  std::vector<size_t> gradients_first_;           // layers given the hint
+  std::vector<size_t> gradients_first_;           // layers we gave the hint
   std::vector<int> param_bucket_;                 // param index -> bucket
   std::vector<std::vector<size_t>> layer_params_; // layer -> param indices
   std::vector<Bucket> buckets_;

@@ -66,6 +66,7 @@ TEST_P(TensorTest, WrapReleasesOnceWhenTheLastViewDies) {
   }
   EXPECT_EQ(released, 1);
   EXPECT_THROW(Tensor::Wrap(backing.data(), {-1}, device(), [] {}), Error);
+  EXPECT_THROW(Tensor::Wrap(backing.data(), {6}, device(), nullptr), Error);
 }
 
 TEST_P(TensorTest, ZerosAndItem) {

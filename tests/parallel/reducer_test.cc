@@ -216,6 +216,23 @@ TEST(ReducerTest, GradientsFirstGoesToTheLayersNearestTheInput) {
   EXPECT_EQ(hinted(1, options), "");
   options.overlap = false;
   EXPECT_EQ(hinted(2, options), "");
+  // A hint the model already had stays after the reducer goes.
+  {
+    ThreadGroup group(2);
+    std::vector<std::thread> threads;
+    std::vector<int> kept(2, 0);
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        Rng rng(2);
+        auto model = Mlp({3, 3, 3, 2}, Activation::kRelu, rng);
+        model->layer(0).SetGradientsFirst(true);
+        { Reducer reducer(*model, group.communicator(r), ReducerOptions()); }
+        kept[r] = model->layer(0).gradients_first() && !model->layer(1).gradients_first();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(kept, (std::vector<int>{1, 1}));
+  }
   options.gradients_first_layers = -1;
   ThreadGroup one(1);
   Rng rng(0);
