@@ -437,15 +437,17 @@ Tensor NcclCommunicator::NewReduceBuffer(int64_t count, Device device) {
   cuda::DeviceGuard guard(device_);
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
   void* ptr = nullptr;
+  const char* way_out = "TANDEM_NCCL_SYMMETRIC=0 on every rank uses ordinary memory";
   NCCL_CHECK(ncclMemAlloc(&ptr, bytes))
-      << Describe() << ": allocating a " << bytes << "-byte reduce buffer";
+      << Describe() << ": allocating a " << bytes << "-byte reduce buffer in symmetric memory ("
+      << way_out << ")";
   ncclWindow_t window = nullptr;
   try {
     // On the compute stream, which the all-reduces wait for, so no wait here.
     CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, cuda::ComputeStream(device_)))
         << Describe() << ": clearing a reduce buffer";
     BeginCollective("WindowRegister", count);
-    Issue("WindowRegister", count, "", [&] {
+    Issue("WindowRegister", count, way_out, [&] {
       return ncclCommWindowRegister(comm_, ptr, bytes, &window, NCCL_WIN_COLL_SYMMETRIC);
     });
   } catch (...) {
