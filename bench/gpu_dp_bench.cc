@@ -235,7 +235,10 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
   const double plain_us = time_us([&] { comm.QueueAllReduce(plain.data(), n, ReduceOp::kSum); });
   // The reducer's buckets, in its launch order, each a separate all-reduce
   // on the lane the reducer gives it (as in a step), over chunks of one
-  // buffer of the same total size.
+  // buffer of the same total size. That buffer is registered with the first
+  // lane only: with two lanes, lane 1's buckets run from memory its
+  // communicator sees as ordinary (in a step each bucket is registered with
+  // its own lane).
   const double bucket_us = time_us([&] {
     int64_t offset = 0;
     for (int b = 0; b < reducer.num_buckets(); ++b) {

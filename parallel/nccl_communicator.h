@@ -33,10 +33,10 @@
 //
 // NVLS (NVLink SHARP multicast) is left to NCCL's environment: nothing here
 // sets or clears NCCL_NVLS_ENABLE; GPU machines that need it off set =0.
-// Two NCCL settings are ours (Note [Symmetric memory] in the .cc): at least
-// kMinCtas to kMaxCtas CTAs per collective (unless NCCL_MIN_CTAS or
-// NCCL_MAX_CTAS is set), and the
-// reducer's buckets in symmetric memory (unless TANDEM_NCCL_SYMMETRIC=0).
+// Two NCCL settings are ours (Note [Symmetric memory] in the .cc): kMinCtas
+// to kMaxCtas CTAs per collective (unless NCCL_MIN_CTAS or NCCL_MAX_CTAS is
+// set), and the reducer's buckets in symmetric memory (unless
+// TANDEM_NCCL_SYMMETRIC=0).
 #ifndef TANDEM_PARALLEL_NCCL_COMMUNICATOR_H_
 #define TANDEM_PARALLEL_NCCL_COMMUNICATOR_H_
 
