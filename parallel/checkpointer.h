@@ -23,7 +23,7 @@
 #include <optional>
 #include <string>
 
-#include "layers/checkpoint.h"
+#include "io/checkpoint.h"
 #include "parallel/communicator.h"
 
 namespace tandem {

@@ -9,21 +9,22 @@ with nvcc (see Note [nvcc under Bazel]) and is empty where CUDA is absent.
 
 load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_PATH")
 
-# -mavx2/-mfma rather than -march=native: binaries built here are carried to
-# the GPU machine, whose CPU may lack this one's AVX-512.
 TANDEM_COPTS = [
     "-Wall",
     "-Wextra",
     "-Wno-unused-parameter",
     "-Wno-sign-compare",
     "-Werror=return-type",
-    "-mavx2",
-    "-mfma",
     # No silent a*b+c -> fma contraction: results must not depend on the
     # optimisation level (fastbuild tests and -c opt runs agree bitwise).
     # Eigen's GEMM uses FMA explicitly and is unaffected.
     "-ffp-contract=off",
-]
+] + select({
+    # AVX2 and FMA rather than -march=native: binaries are carried to other
+    # x86-64 machines, whose CPUs may lack this one's AVX-512.
+    "//tools:x86_64": ["-mavx2", "-mfma"],
+    "//conditions:default": [],
+})
 
 # Machine code for Hopper (H100/H200) and Ampere, plus PTX for newer chips.
 # Override with --define=cuda_gencode="..." is not supported by Bazel 4

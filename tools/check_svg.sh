@@ -7,7 +7,7 @@
 #   tools/check_svg.sh plot.svg out.png 960x420   # window size (default 1000x700)
 #   tools/check_svg.sh "" out.png 960x420         # the sample plot, cropped to it
 #
-# With no SVG given (or ""), builds //core/report:svg_demo and renders its
+# With no SVG given (or ""), builds //report:svg_demo and renders its
 # sample plot; docs/images/training_curves.png is made by the last line.
 # Needs the Debian package `chromium` (installed here if missing).
 set -euo pipefail
@@ -21,9 +21,9 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 if [ -z "$svg" ]; then
-  timeout 900 bazel build //core/report:svg_demo
+  timeout 900 bazel build //report:svg_demo
   svg="$work/training_curves.svg"
-  bazel-bin/core/report/svg_demo "$svg"
+  bazel-bin/report/svg_demo "$svg"
 fi
 if [ ! -f "$svg" ]; then
   echo "check_svg: no such SVG file: $svg" >&2

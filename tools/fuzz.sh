@@ -55,7 +55,7 @@ mkdir -p "$FUZZ_DIR/obj" "$FUZZ_DIR/artifacts"
 SAN=(-fsanitize="${FUZZ_SANITIZERS:-address,undefined}"
      -fno-sanitize-recover=undefined)
 # The project's flags (tools/build_defs.bzl), -O1 -g for useful stacks.
-CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -mavx2 -mfma
+CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
           -ffp-contract=off -I. -isystem /usr/include/eigen3 "${SAN[@]}")
 
 # What the readers link against: compiled with the sanitizers but without
@@ -66,7 +66,7 @@ LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc
              layers/layer.cc layers/optimizer.cc layers/dropout.cc
              layers/sequential.cc)
 # The code under test, with coverage instrumentation.
-FUZZED_SOURCES=(core/data/idx_reader.cc layers/checkpoint.cc
+FUZZED_SOURCES=(data/idx_reader.cc io/checkpoint.cc
                 tests/fuzz/idx_reader_fuzzer.cc tests/fuzz/checkpoint_fuzzer.cc)
 
 compile() {  # compile SOURCE EXTRA_FLAGS...
@@ -90,7 +90,7 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 echo "   compiled in $(( $(date +%s) - start )) s"
 
 lib_objs=()
-for src in "${LIB_SOURCES[@]}" core/data/idx_reader.cc layers/checkpoint.cc; do
+for src in "${LIB_SOURCES[@]}" data/idx_reader.cc io/checkpoint.cc; do
   lib_objs+=("$FUZZ_DIR/obj/${src//\//_}.o")
 done
 

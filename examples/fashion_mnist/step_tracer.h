@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "core/report/chrome_trace.h"
+#include "report/chrome_trace.h"
 #include "layers/sequential.h"
 #include "parallel/reducer.h"
 

@@ -1,4 +1,4 @@
-// Fuzz target for layers/checkpoint.h's reader.
+// Fuzz target for io/checkpoint.h's reader.
 //
 // Each input goes through the reader twice:
 //   1. ReadCheckpoint on the input as a file (memfd), checksum verified:
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "layers/checkpoint.h"
+#include "io/checkpoint.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzz target for core/data/idx_reader.h: ReadIdx on arbitrary bytes, raw or
+// Fuzz target for data/idx_reader.h: ReadIdx on arbitrary bytes, raw or
 // (when the bytes start like gzip) through zlib.
 //
 // Built two ways (see tests/fuzz/BUILD and tools/fuzz.sh):
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/data/idx_reader.h"
+#include "data/idx_reader.h"
 
 namespace {
 

@@ -50,7 +50,7 @@ run() {  # tool name command...
 for tool in memcheck racecheck; do
   # Every binary whose tests run on a GPU: the op and layer tests run one
   # body on the CPU and on CUDA (tests/support/device_test.h).
-  for b in bin/tests_core__* bin/tests_core_data__* bin/tests_core_cuda__* bin/tests_layers__* \
+  for b in bin/tests_core__* bin/tests_data__* bin/tests_io__* bin/tests_core_cuda__* bin/tests_layers__* \
            bin/tests_examples__custom_layer_test; do
     [ -x "$b" ] || continue
     run $tool "$(basename $b)" "$cs" --tool $tool --error-exitcode 3 "$b" --gtest_filter="$filter"
