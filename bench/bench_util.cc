@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
+#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -11,6 +12,15 @@
 
 namespace tandem {
 namespace bench {
+
+int RunMain(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
 
 double Median(std::vector<double> values) {
   if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
@@ -20,8 +30,7 @@ double Median(std::vector<double> values) {
                                 : 0.5 * (values[mid - 1] + values[mid]);
 }
 
-namespace {
-std::vector<std::string> SplitCommas(const std::string& text) {
+std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> items;
   std::stringstream in(text);
   std::string item;
@@ -30,11 +39,10 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   }
   return items;
 }
-}  // namespace
 
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& flag) {
   std::vector<int64_t> values;
-  for (const std::string& item : SplitCommas(text)) {
+  for (const std::string& item : SplitList(text)) {
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     TANDEM_CHECK(*end == '\0' && v > 0)
@@ -48,7 +56,7 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& fl
 
 std::vector<double> ParseDoubleList(const std::string& text, const std::string& flag) {
   std::vector<double> values;
-  for (const std::string& item : SplitCommas(text)) {
+  for (const std::string& item : SplitList(text)) {
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     TANDEM_CHECK(*end == '\0' && v > 0 && std::isfinite(v))
@@ -58,6 +66,14 @@ std::vector<double> ParseDoubleList(const std::string& text, const std::string& 
   }
   TANDEM_CHECK(!values.empty()) << flag << " is empty";
   return values;
+}
+
+std::vector<int64_t> ParseMibAsFloats(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> counts;
+  for (double mib : ParseDoubleList(text, flag)) {
+    counts.push_back(static_cast<int64_t>(mib * (1 << 20) / 4));
+  }
+  return counts;
 }
 
 std::string Fixed(double value, int decimals) {
@@ -109,6 +125,34 @@ void PrintTable(const std::vector<Row>& rows,
   };
   line([&](size_t c) { return columns[c]; });
   for (const Row& row : rows) line([&](size_t c) { return row.Get(columns[c]); });
+}
+
+void ResultPrinter::Print(const Row& row) { PrintLine(row.KeyValues()); }
+
+void ResultPrinter::PrintAndKeep(const Row& row) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out_ << row.KeyValues() << std::endl;
+  kept_.push_back(row);
+}
+
+void ResultPrinter::PrintLine(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out_ << line << std::endl;
+}
+
+std::vector<Row> ResultPrinter::kept() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kept_;
+}
+
+void ResultPrinter::PrintTable(const std::vector<std::string>& columns,
+                               const std::string& caption) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kept_.empty()) return;
+  out_ << "\n";
+  if (!caption.empty()) out_ << caption << "\n";
+  bench::PrintTable(kept_, columns, out_);
+  out_.flush();
 }
 
 }  // namespace bench

@@ -1,12 +1,19 @@
-// Small helpers shared by the benchmarks: medians, comma-separated flag
-// lists, and result rows printed both as machine-readable "key=value" lines
-// and as an aligned table for people.
+// Small helpers shared by the benchmarks: the main() wrapper, medians,
+// comma-separated flag lists, and result rows printed both as
+// machine-readable "key=value" lines and as an aligned table for people.
 //
-//   bench::Row row("result");
-//   row.Add("mode", "threads").Add("workers", 2).Add("step_ms", 12.345, 3);
-//   std::cout << row.KeyValues() << "\n";
-//   // result mode=threads workers=2 step_ms=12.345
-//   bench::PrintTable({row}, {"mode", "workers", "step_ms"}, std::cout);
+//   int main(int argc, char** argv) {
+//     CLI::App app{"..."};
+//     CLI11_PARSE(app, argc, argv);
+//     return bench::RunMain([&] {
+//       bench::ResultPrinter results;
+//       bench::Row row("result");
+//       row.Add("mode", "threads").Add("workers", 2).Add("step_ms", 12.345, 3);
+//       results.PrintAndKeep(row);  // result mode=threads workers=2 step_ms=12.345
+//       results.PrintTable({"mode", "workers", "step_ms"});
+//       return 0;
+//     });
+//   }
 //
 // Every benchmark prints one "result ..." line per configuration, so a script
 // can collect them with `grep '^result '` and split on spaces and '='.
@@ -14,6 +21,9 @@
 #define TANDEM_BENCH_BENCH_UTIL_H_
 
 #include <cstdint>
+#include <functional>
+#include <iostream>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -22,13 +32,22 @@
 namespace tandem {
 namespace bench {
 
+// A benchmark's main(): returns what `body` returns, or, when it throws,
+// prints "error: <what>" to stderr and returns 1.
+int RunMain(const std::function<int()>& body);
+
 // The median of `values` (the mean of the middle two for an even count);
 // NaN for an empty vector.
 double Median(std::vector<double> values);
 
+// "a,b,c" -> {"a", "b", "c"}; empty items are dropped.
+std::vector<std::string> SplitList(const std::string& text);
 // "1,2,4" -> {1, 2, 4}; errors name `flag`.
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& flag);
 std::vector<double> ParseDoubleList(const std::string& text, const std::string& flag);
+// Buffer sizes in MiB, "16,64,0.02" -> the floats each holds (rounded down);
+// errors name `flag`.
+std::vector<int64_t> ParseMibAsFloats(const std::string& text, const std::string& flag);
 
 // Fixed-point text of `value` with `decimals` digits after the point.
 std::string Fixed(double value, int decimals);
@@ -63,6 +82,33 @@ class Row {
 // header line of the column names.
 void PrintTable(const std::vector<Row>& rows,
                 const std::vector<std::string>& columns, std::ostream& out);
+
+// Where a benchmark's rows go: each is printed as its "key=value" line at
+// once and flushed (a run cut off by a timeout keeps what it printed), and
+// the rows meant for the closing table are kept. Thread-safe, so the workers
+// of Launch may print.
+class ResultPrinter {
+ public:
+  explicit ResultPrinter(std::ostream& out = std::cout) : out_(out) {}
+
+  // The row's line only.
+  void Print(const Row& row);
+  // The row's line, and the row kept for PrintTable.
+  void PrintAndKeep(const Row& row);
+  // Any other line (a trace, a failure with a quoted reason).
+  void PrintLine(const std::string& line);
+
+  std::vector<Row> kept() const;
+  // A blank line, `caption` (when not empty) on a line of its own, then the
+  // aligned table of the kept rows' `columns`. Nothing when no row was kept.
+  void PrintTable(const std::vector<std::string>& columns,
+                  const std::string& caption = "") const;
+
+ private:
+  std::ostream& out_;
+  mutable std::mutex mu_;
+  std::vector<Row> kept_;
+};
 
 }  // namespace bench
 }  // namespace tandem

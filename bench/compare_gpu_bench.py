@@ -6,7 +6,7 @@
 Reads the "result ...", "gemm ..." and "check ..." key=value lines of the
 logs. With several logs of one side (repeated runs), each figure is the
 slowest run's (conservative) and `spread` is (slowest - fastest) / fastest of
-the Tandem step time. Targets (the issue's):
+the Tandem step time. Targets:
   large, batch 4096: Tandem reaches >= 95% of the 8192^3 SGEMM rate measured
                      in the same run (6 x params x batch FLOPs per step);
   large, batch 512:  Tandem is >= 10% faster than PyTorch (speedup >= 1.10);

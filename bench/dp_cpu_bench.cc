@@ -32,7 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
-#include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,7 +113,7 @@ bool ReplicasIdentical(Communicator& comm, Sequential& model) {
   float mine[4];
   for (int i = 0; i < 4; ++i) mine[i] = static_cast<float>((h >> (16 * i)) & 0xffff);
   std::vector<float> all(4 * static_cast<size_t>(comm.size()));
-  comm.AllGather(mine, 4, all.data());
+  comm.AllGather(mine, 4, all.data())->Wait();
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i] != mine[i % 4]) return false;
   }
@@ -187,7 +187,7 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   int k = c.warmup;
   std::vector<double> run_ms;  // per run: ms per step, slowest rank
   for (int r = 0; r < c.repeats; ++r) {
-    worker.comm.Barrier();
+    worker.comm.Barrier()->Wait();
     const auto start = Clock::now();
     for (int i = 0; i < c.steps; ++i) value = step(k++);
     run_ms.push_back(bench::MaxOverRanks(worker.comm, 1e3 * SecondsSince(start) / c.steps));
@@ -196,7 +196,7 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
 
   // Each rank's loss is its shard's share of the global-batch mean.
   float losses[2] = {first_loss, last_loss};
-  worker.comm.AllReduce(losses, 2, ReduceOp::kSum);
+  worker.comm.AllReduce(losses, 2, ReduceOp::kSum)->Wait();
   first_loss = losses[0];
   last_loss = losses[1];
   const double step_ms = bench::Median(run_ms);
@@ -235,19 +235,14 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
 }
 
 void RunLaunch(const BenchConfig& c, const LaunchOptions& launch,
-               std::vector<bench::Row>& rows) {
-  std::mutex mutex;
+               bench::ResultPrinter& results) {
   const RandomData data = MakeData(c);
   Launch(launch, [&](Worker& worker) {
     const CommLatency latency = MeasureComm(worker.comm, c);
     for (bool overlap : c.overlaps) {
       for (double bucket_mb : c.bucket_mbs) {
         bench::Row row = RunConfig(worker, c, data, overlap, bucket_mb, latency);
-        if (worker.is_root()) {
-          std::lock_guard<std::mutex> lock(mutex);
-          std::cout << row.KeyValues() << std::endl;
-          rows.push_back(row);
-        }
+        if (worker.is_root()) results.PrintAndKeep(row);
       }
     }
   });
@@ -279,7 +274,7 @@ int main(int argc, char** argv) {
   app.add_option("--large_bytes", c.large_bytes, "large all-reduce size in bytes");
   CLI11_PARSE(app, argc, argv);
 
-  try {
+  return bench::RunMain([&] {
     TANDEM_CHECK(overlap == "both" || overlap == "on" || overlap == "off")
         << "--overlap must be both, on or off, got '" << overlap << "'";
     c.overlaps = overlap == "both" ? std::vector<bool>{true, false}
@@ -294,39 +289,37 @@ int main(int argc, char** argv) {
                  c.large_bytes % 4 == 0)
         << "--small_bytes and --large_bytes must be positive multiples of 4";
 
-    std::vector<bench::Row> rows;
-    if (c.mode == "mpi") {
+    const LaunchMode mode = ParseLaunchMode(c.mode);
+    bench::ResultPrinter results;
+    if (mode == LaunchMode::kMpi) {
       TANDEM_CHECK(app.count("--workers") == 0)
           << "--workers cannot be used with --mode=mpi; the world size comes from mpirun (-np)";
       LaunchOptions launch;
-      launch.mode = "mpi";
-      RunLaunch(c, launch, rows);
+      launch.mode = mode;
+      RunLaunch(c, launch, results);
     } else {
       c.workers = bench::ParseIntList(workers, "--workers");
       for (int64_t w : c.workers) {
         TANDEM_CHECK(c.batch_size >= w) << "--batch_size=" << c.batch_size
                                         << " is smaller than --workers=" << w;
         LaunchOptions launch;
-        launch.mode = c.mode;  // Launch rejects anything but threads|mpi
+        launch.mode = mode;
         launch.workers = static_cast<int>(w);
-        RunLaunch(c, launch, rows);
+        RunLaunch(c, launch, results);
       }
     }
+    const std::vector<bench::Row> rows = results.kept();
     if (!rows.empty()) {
-      std::cout << "\nhardware threads: " << std::thread::hardware_concurrency()
-                << "; model 784-" << hidden << "-10 (" << rows[0].Get("params")
-                << " params), global batch " << c.batch_size << ", " << c.repeats
-                << " runs of " << c.steps << " timed steps after " << c.warmup
-                << " warm-up steps\n";
-      bench::PrintTable(rows,
-                        {"mode", "workers", "overlap", "bucket_mb", "buckets", "step_ms",
-                         "step_ms_min", "samples_per_s", "comm_wait_ms", "ar_small_us", "ar_large_us",
-                         "ar_large_GBps", "barrier_us", "replicas"},
-                        std::cout);
+      std::ostringstream caption;
+      caption << "hardware threads: " << std::thread::hardware_concurrency() << "; model 784-"
+              << hidden << "-10 (" << rows[0].Get("params") << " params), global batch "
+              << c.batch_size << ", " << c.repeats << " runs of " << c.steps
+              << " timed steps after " << c.warmup << " warm-up steps";
+      results.PrintTable({"mode", "workers", "overlap", "bucket_mb", "buckets", "step_ms",
+                          "step_ms_min", "samples_per_s", "comm_wait_ms", "ar_small_us",
+                          "ar_large_us", "ar_large_GBps", "barrier_us", "replicas"},
+                         caption.str());
     }
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

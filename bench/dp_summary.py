@@ -8,7 +8,7 @@ Reads the `dp_step` rows (gpu_dp_bench's and torch_ddp.py's) and the
 (overwrite and fused SGD), the 2-GPU default step in threads and MPI mode,
 scaling efficiency (the faster 1-GPU step over the 2-GPU step),
 samples/s, the compute stream's wait for NCCL, PyTorch DDP's step and the
-ratio to it; then issue #5's targets, each PASS or FAIL. The default rows
+ratio to it; then the data-parallel targets, each PASS or FAIL. The default rows
 are those with the code's defaults (docs/benchmarks.md, "What it runs").
 Exits 1 if a row a target needs is missing.
 """
@@ -19,7 +19,7 @@ import sys
 DEFAULT = {"overlap": "on", "grads": "overwrite", "update": "per_bucket",
            "bucket_mb": "25.0", "gemm_reserve": "16", "gradients_first": "2",
            "lanes": "1"}
-# Issue #5: (model, batch) -> (least speed-up over DDP, least scaling).
+# The targets: (model, batch) -> (least speed-up over DDP, least scaling).
 TARGETS = {("large", 512): (1.2, 0.95), ("large", 4096): (1.0, 0.98),
            ("small", 256): (3.0, None)}
 

@@ -244,6 +244,7 @@ int Run(int argc, char** argv) {
   CUDA_CHECK(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
 
   GemmRunner runner(workspace_mb << 20);
+  bench::ResultPrinter results;
   double flops_counted = 0;
   for (const Layer& l : layers) flops_counted += 6.0 * l.in * l.out * batch;
 
@@ -280,13 +281,12 @@ int Run(int argc, char** argv) {
       if (t < best) best = t, best_index = static_cast<int>(c);
     }
     plan.algo = plan.candidates[static_cast<size_t>(best_index)].algo;
-    std::cout << "gemm shape=" << s.Text() << " gflop=" << bench::Fixed(gflop, 2)
-              << " sgemm_ms=" << bench::Fixed(sgemm, 4)
-              << " lt_default_ms=" << bench::Fixed(times[0], 4)
-              << " lt_best_ms=" << bench::Fixed(best, 4) << " best_index=" << best_index
-              << " of=" << plan.candidates.size()
-              << " sgemm_tflops=" << bench::Fixed(gflop / sgemm, 2)
-              << " best_tflops=" << bench::Fixed(gflop / best, 2) << "\n";
+    bench::Row row("gemm");
+    row.Add("shape", s.Text()).Add("gflop", gflop, 2).Add("sgemm_ms", sgemm, 4)
+        .Add("lt_default_ms", times[0], 4).Add("lt_best_ms", best, 4)
+        .Add("best_index", best_index).Add("of", static_cast<int64_t>(plan.candidates.size()))
+        .Add("sgemm_tflops", gflop / sgemm, 2).Add("best_tflops", gflop / best, 2);
+    results.Print(row);
   }
 
   // The step's GEMMs under each strategy.
@@ -324,11 +324,11 @@ int Run(int argc, char** argv) {
     for (bool split : {false, true}) {
       for (const auto& [name, api] : apis) {
         const double ms = TimeMs(main_stream, reps, [&] { step(api, split, skip); });
-        std::cout << "result strategy=" << (split ? "split_" : "serial_") << name
-                  << " skip_first_dx=" << (skip ? 1 : 0) << " model=" << model
-                  << " batch=" << batch << " gemm_ms=" << bench::Fixed(ms, 4)
-                  << " counted_tflops=" << bench::Fixed(flops_counted / ms / 1e9, 2)
-                  << "\n";
+        bench::Row row("result");
+        row.Add("strategy", (split ? "split_" : "serial_") + name)
+            .Add("skip_first_dx", skip ? 1 : 0).Add("model", model).Add("batch", batch)
+            .Add("gemm_ms", ms, 4).Add("counted_tflops", flops_counted / ms / 1e9, 2);
+        results.Print(row);
       }
     }
   }
@@ -343,10 +343,5 @@ int Run(int argc, char** argv) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  try {
-    return tandem::Run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "gemm_strategy_bench: " << e.what() << "\n";
-    return 1;
-  }
+  return tandem::bench::RunMain([&] { return tandem::Run(argc, argv); });
 }

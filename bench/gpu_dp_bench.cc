@@ -7,33 +7,36 @@
 //
 // Models and loss match bench/torch_ddp.py: MLP with ReLU, MSE against
 // N(0,1) targets, plain SGD (lr 1e-3), fp32 without TF32; --batch is per GPU.
-// Timing: CUDA events on rank 0's compute stream around --steps steps after
-// --warmup, median of --repeats runs. "comm_wait" is the time the GPU's
-// compute stream spent waiting for NCCL at the end of backward: from the
-// event after the first layer's backward kernels to the event after the
-// reducer's JoinQueued (both on the compute stream), i.e. what overlap did
-// not hide.
+// Timing: timing events on rank 0's main lane around --steps steps after
+// --warmup, median of --repeats runs. "comm_wait" is the time the GPU's main
+// lane spent waiting for NCCL at the end of backward: from an event after
+// the first layer's backward kernels (parameter lane joined) to an event
+// after the reducer's Backward has made the main lane wait for every
+// bucket's reduction (and, with --update=per_bucket, its update), i.e. what
+// overlap did not hide.
 //
 // --allreduce_only compares the reducer's bucketed all-reduce of the whole
 // gradient (no compute) with one raw all-reduce of the same bytes.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <functional>
 #include <iomanip>
-#include <iostream>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/comm_timing.h"
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "layers/layer.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "parallel/comm_hook.h"
 #include "parallel/launcher.h"
 #include "parallel/nccl_communicator.h"
 #include "parallel/reducer.h"
@@ -54,10 +57,11 @@ struct Options {
   bool trace = false;
   bool allreduce_only = false;
   // accumulate: ZeroGrad, Backward adds; overwrite: Backward writes the
-  // gradients (GradTarget::kOverwrite), no ZeroGrad pass; fused_sgd (one
-  // GPU only): Sgd::FuseIntoBackward, the single-GPU bench's default.
+  // gradients (GradMode::kOverwrite), no ZeroGrad pass; fused_sgd (one GPU
+  // only): SGD inside Backward (Sgd::in_backward), the single-GPU bench's
+  // default.
   std::string grads = "overwrite";
-  // per_bucket: Reducer::set_optimizer (each bucket updated once reduced);
+  // per_bucket: an OptimizerUpdateHook updates each bucket once reduced;
   // step: the optimizer's Step after Backward.
   std::string update = "per_bucket";
 };
@@ -74,117 +78,155 @@ Tensor Random(const Shape& shape, Rng& rng, Device device) {
   return Tensor::FromVector(v, shape, device);
 }
 
+// The benchmark's model on the worker's GPU and its reducer over the
+// worker's gradient lanes (which broadcasts rank 0's parameters).
+struct Replica {
+  std::unique_ptr<Sequential> model;
+  std::unique_ptr<Reducer> reducer;
+};
+
+Replica MakeReplica(const Options& o, Worker& w, ReducerOptions ro) {
+  Rng rng(42);
+  MlpOptions mlp;
+  mlp.device = w.device;
+  Replica r;
+  r.model = Mlp(Sizes(o.model), Activation::kRelu, rng, mlp);
+  ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
+  r.reducer = std::make_unique<Reducer>(*r.model, w.gradient_lanes(), ro);
+  return r;
+}
+
 // One more step with device timestamps, in ms from its start: where forward
-// and backward end on the compute stream, when the compute stream has joined
-// the all-reduces, when the optimizer is done, and each bucket's all-reduce
-// on its communication stream. The markers at backward's end and after the
-// join also join the side lane, as the step does there anyway.
+// and backward end on the main lane, when the main lane has waited for the
+// reductions, when the optimizer is done, and each bucket's reduction on its
+// communicator's lane.
 template <typename Step>
-void Trace(Worker& w, Reducer& reducer, Backend& backend, Step& step,
-           const std::unique_ptr<TimeMarker>& backward_end,
-           const std::unique_ptr<TimeMarker>& joined, std::mutex& print) {
-  reducer.set_record_device_times(true);
-  w.comm.Barrier();
+void Trace(Worker& w, Reducer& reducer, const Lane& main, Step& step,
+           const std::unique_ptr<LaneEvent>& backward_end,
+           const std::unique_ptr<LaneEvent>& joined, bench::ResultPrinter& results) {
+  Backend& backend = main.backend();
+  reducer.set_timed_collectives(true);
+  w.comm.Barrier()->Wait();
   backend.Synchronize();
-  auto start = backend.Mark();
+  const std::unique_ptr<LaneEvent> start = bench::TimingEvent(main);
   step(true);
-  auto end = backend.Mark();
+  const std::unique_ptr<LaneEvent> end = bench::TimingEvent(main);
   backend.Synchronize();
-  reducer.set_record_device_times(false);
+  reducer.set_timed_collectives(false);
   if (!w.is_root()) return;
-  auto ms = [&](const TimeMarker& m) { return m.MicrosSince(*start) / 1000.0; };
+  auto ms = [&](const LaneEvent& e) { return e.ElapsedMsSince(*start); };
   std::ostringstream line;
   line << std::fixed << std::setprecision(3) << "dp_trace gpus=" << w.size
        << " backward_end=" << ms(*backward_end) << " joined=" << ms(*joined)
        << " step_end=" << ms(*end) << " buckets=";
-  const ReducerTimeline& t = reducer.last_timeline();
-  for (size_t b = 0; b < t.device_bucket_spans.size(); ++b) {
-    const Communicator::QueuedSpan& span = t.device_bucket_spans[b];
-    line << (b ? "," : "") << ms(*span.start) << "-" << ms(*span.end);
+  // One rank reduces nothing: its buckets' work carries no events.
+  const char* separator = "";
+  for (const std::shared_ptr<Work>& work : reducer.last_timeline().bucket_work) {
+    if (work == nullptr || work->started() == nullptr || work->finished() == nullptr) continue;
+    line << separator << ms(*work->started()) << "-" << ms(*work->finished());
+    separator = ",";
   }
-  std::lock_guard<std::mutex> lock(print);
-  std::cout << line.str() << std::endl;
+  results.PrintLine(line.str());
 }
 
 // Whether the reducer's buckets are NCCL symmetric memory (Note [Symmetric
-// memory] in parallel/nccl_communicator.cc).
+// memory] in parallel/nccl_reduce_buffer.cc).
 bool SymmetricMemory(Worker& w) {
   auto* nccl = dynamic_cast<NcclCommunicator*>(&w.gradient_comm());
   return nccl != nullptr && nccl->symmetric_memory();
 }
 
-void RunTraining(const Options& o, Worker& w, std::mutex& print) {
-  cuda::SetAllowTf32(false);
-  const std::vector<int64_t> sizes = Sizes(o.model);
-  Rng rng(42);
-  MlpOptions mlp;
-  mlp.device = w.device;
-  auto model = Mlp(sizes, Activation::kRelu, rng, mlp);
-  ReducerOptions ro;
-  ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
-  ro.overlap = o.overlap;
-  ro.gemm_reserve = o.gemm_reserve;
-  ro.gradients_first_layers = o.gradients_first_layers;
-  Reducer reducer(*model, w.gradient_lanes(), ro);
-  SgdParams sgd;
-  sgd.lr = 1e-3f;
-  Sgd optimizer(model->Parameters(), sgd);
+// How the step handles gradients and the update (--grads, --update).
+struct StepPlan {
+  BackwardArgs args;
+  bool zero_grad = false;   // ZeroGrad before each step
+  bool per_bucket = false;  // an OptimizerUpdateHook; no Step call
+};
+
+StepPlan PlanStep(const Options& o, Worker& w, Sgd& optimizer) {
   const bool overwrite = o.grads == "overwrite";
   const bool fused = o.grads == "fused_sgd";
   TANDEM_CHECK(overwrite || fused || o.grads == "accumulate")
       << "--grads must be accumulate, overwrite or fused_sgd, got '" << o.grads << "'";
-  if (overwrite) {
-    TANDEM_CHECK(model->SetGradTarget(GradTarget::Overwrite())) << "cannot overwrite gradients";
-  }
-  // One GPU only: the reducer refuses a model that applies SGD in Backward
-  // when there is more than one worker.
-  if (fused) TANDEM_CHECK(optimizer.FuseIntoBackward(*model)) << "cannot fuse SGD";
   TANDEM_CHECK(o.update == "per_bucket" || o.update == "step")
       << "--update must be per_bucket or step, got '" << o.update << "'";
-  if (o.update == "per_bucket" && !fused) reducer.set_optimizer(&optimizer);
+  StepPlan plan;
+  plan.args = BackwardArgs::For(w.device);
+  plan.args.input_grad = false;  // the model's input is data
+  if (overwrite || fused) plan.args.grad_mode = GradMode::kOverwrite;
+  // One GPU only: the reducer refuses an update inside Backward when there
+  // is more than one worker.
+  if (fused) {
+    plan.args.update = optimizer.in_backward();
+    TANDEM_CHECK(plan.args.update != nullptr) << "cannot fuse SGD";
+  }
+  plan.zero_grad = !overwrite && !fused;
+  plan.per_bucket = o.update == "per_bucket" && !fused;
+  return plan;
+}
+
+void RunTraining(const Options& o, Worker& w, bench::ResultPrinter& results) {
+  cuda::SetAllowTf32(false);
+  ReducerOptions ro;
+  ro.overlap = o.overlap;
+  ro.gemm_reserve = o.gemm_reserve;
+  ro.gradients_first_layers = o.gradients_first_layers;
+  Replica replica = MakeReplica(o, w, ro);
+  Sequential& model = *replica.model;
+  Reducer& reducer = *replica.reducer;
+  SgdParams sgd;
+  sgd.lr = 1e-3f;
+  Sgd optimizer(model.Parameters(), sgd);
+  const StepPlan plan = PlanStep(o, w, optimizer);
+  if (plan.per_bucket) reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(optimizer));
   MseLoss loss;
   Rng data(7 + w.rank);
+  const std::vector<int64_t> sizes = Sizes(o.model);
   Tensor x = Random({o.batch, sizes.front()}, data, w.device);
   Tensor y = Random({o.batch, sizes.back()}, data, w.device);
   Backend& backend = GetBackend(w.device);
+  const Lane main = backend.main_lane();
 
-  std::unique_ptr<TimeMarker> backward_end, joined;
+  std::unique_ptr<LaneEvent> backward_end, joined;
   auto step = [&](bool measure_wait) {
-    if (!overwrite) optimizer.ZeroGrad();  // does nothing when fused
-    loss.Forward(model->Forward(x), y, o.batch * w.size);
+    if (plan.zero_grad) optimizer.ZeroGrad();
+    loss.Forward(model.Forward(x), y, o.batch * w.size);
     if (measure_wait) {
       reducer.set_layer_done_hook([&](size_t layer) {
-        if (layer == 0) backward_end = backend.Mark();
+        if (layer != 0) return;
+        // Backward joins the parameter lane into the main lane right after
+        // this anyway (Sequential::BackwardWith).
+        ops::WaitFor(main, plan.args.param_lane);
+        backward_end = bench::TimingEvent(main);
       });
     }
-    reducer.Backward(loss.Backward());
+    reducer.BackwardWith(loss.Backward(), plan.args);
     if (measure_wait) {
-      joined = backend.Mark();
+      joined = bench::TimingEvent(main);
       reducer.set_layer_done_hook(nullptr);
     }
-    optimizer.Step();
+    if (!plan.per_bucket) optimizer.Step();
   };
   for (int i = 0; i < o.warmup; ++i) step(false);
   std::vector<double> step_ms, wait_ms;
   for (int r = 0; r < o.repeats; ++r) {
-    w.comm.Barrier();
+    w.comm.Barrier()->Wait();
     backend.Synchronize();
-    auto start = backend.Mark();
+    const std::unique_ptr<LaneEvent> start = bench::TimingEvent(main);
     for (int i = 0; i < o.steps; ++i) step(false);
-    auto end = backend.Mark();
-    step_ms.push_back(end->MicrosSince(*start) / 1000.0 / o.steps);
-    // One extra step measures the compute stream's wait for NCCL.
+    const std::unique_ptr<LaneEvent> end = bench::TimingEvent(main);
+    step_ms.push_back(end->ElapsedMsSince(*start) / o.steps);
+    // One extra step measures the main lane's wait for NCCL.
     step(true);
-    wait_ms.push_back(joined->MicrosSince(*backward_end) / 1000.0);
+    wait_ms.push_back(joined->ElapsedMsSince(*backward_end));
   }
   const double ms = bench::Median(step_ms);
-  const int64_t params = ParameterCount(*model);
+  const int64_t params = ParameterCount(model);
   if (w.is_root()) {
-    std::lock_guard<std::mutex> lock(print);
     bench::Row row("dp_step");
     row.Add("model", o.model).Add("batch_per_gpu", o.batch).Add("gpus", w.size)
         .Add("overlap", o.overlap ? "on" : "off").Add("grads", o.grads)
-        .Add("update", fused ? "fused" : o.update)
+        .Add("update", plan.args.update != nullptr ? "fused" : o.update)
         .Add("bucket_mb", o.bucket_mb, 1).Add("gemm_reserve", o.gemm_reserve)
         .Add("gradients_first", o.gradients_first_layers)
         .Add("symmetric", SymmetricMemory(w) ? "on" : "off")
@@ -194,45 +236,47 @@ void RunTraining(const Options& o, Worker& w, std::mutex& print) {
         .Add("tflops", 6.0 * params * o.batch * w.size / (ms / 1000.0) / 1e12, 1)
         .Add("comm_wait_ms", bench::Median(wait_ms), 3)
         .Add("params", params);
-    std::cout << row.KeyValues() << std::endl;
+    results.Print(row);
   }
-  if (o.trace) Trace(w, reducer, backend, step, backward_end, joined, print);
+  if (o.trace) Trace(w, reducer, main, step, backward_end, joined, results);
 }
 
 // Bucketed all-reduce of the whole gradient vs one raw all-reduce.
-void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
-  const std::vector<int64_t> sizes = Sizes(o.model);
-  Rng rng(42);
-  MlpOptions mlp;
-  mlp.device = w.device;
-  auto model = Mlp(sizes, Activation::kRelu, rng, mlp);
-  ReducerOptions ro;
-  ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
-  Reducer reducer(*model, w.gradient_lanes(), ro);
-  Communicator& comm = w.gradient_comm();
+void RunAllReduce(const Options& o, Worker& w, bench::ResultPrinter& results) {
+  Replica replica = MakeReplica(o, w, ReducerOptions());
+  Reducer& reducer = *replica.reducer;
+  Communicator& comm = w.gradient_comm();  // lanes[0]
   const std::vector<Communicator*> lanes = w.gradient_lanes();
-  const int64_t n = ParameterCount(*model);
+  const int64_t n = ParameterCount(*replica.model);
   // The kind of memory the reducer's buckets are in (NCCL symmetric memory
   // unless TANDEM_NCCL_SYMMETRIC=0), for both timings; one raw all-reduce of
   // ordinary device memory as well, for reference.
   Tensor flat = comm.NewReduceBuffer(n, w.device);
   Tensor plain = Tensor::Zeros({n}, w.device);
   Backend& backend = GetBackend(w.device);
+  const Lane main = backend.main_lane();
+  // The last collective `fn` queued on each lane: one communicator's
+  // collectives run in order, so the main lane waiting for it waits for all.
+  std::vector<std::shared_ptr<Work>> last(lanes.size());
   auto time_us = [&](const std::function<void()>& fn) {
     std::vector<double> runs;
     for (int r = 0; r < o.repeats + 2; ++r) {
-      w.comm.Barrier();
+      w.comm.Barrier()->Wait();
       backend.Synchronize();
-      auto start = backend.Mark();
+      const std::unique_ptr<LaneEvent> start = bench::TimingEvent(main);
       for (int i = 0; i < o.steps; ++i) fn();
-      for (Communicator* lane : lanes) lane->JoinQueued();
-      auto end = backend.Mark();
-      if (r >= 2) runs.push_back(end->MicrosSince(*start) / o.steps);
+      for (std::shared_ptr<Work>& work : last) {
+        if (work != nullptr) work->WaitOn(main);
+        work.reset();
+      }
+      const std::unique_ptr<LaneEvent> end = bench::TimingEvent(main);
+      if (r >= 2) runs.push_back(1e3 * end->ElapsedMsSince(*start) / o.steps);
     }
     return bench::Median(runs);
   };
-  const double raw_us = time_us([&] { comm.QueueAllReduce(flat.data(), n, ReduceOp::kSum); });
-  const double plain_us = time_us([&] { comm.QueueAllReduce(plain.data(), n, ReduceOp::kSum); });
+  const double raw_us = time_us([&] { last[0] = comm.AllReduce(flat.data(), n, ReduceOp::kSum); });
+  const double plain_us =
+      time_us([&] { last[0] = comm.AllReduce(plain.data(), n, ReduceOp::kSum); });
   // The reducer's buckets, in its launch order, each a separate all-reduce
   // on the lane the reducer gives it (as in a step), over chunks of one
   // buffer of the same total size. That buffer is registered with the first
@@ -243,12 +287,12 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
     int64_t offset = 0;
     for (int b = 0; b < reducer.num_buckets(); ++b) {
       const int64_t elems = reducer.bucket_elements(b);
-      lanes[b % lanes.size()]->QueueAllReduce(flat.data() + offset, elems, ReduceOp::kSum);
+      const size_t lane = b % lanes.size();
+      last[lane] = lanes[lane]->AllReduce(flat.data() + offset, elems, ReduceOp::kSum);
       offset += elems;
     }
   });
   if (w.is_root()) {
-    std::lock_guard<std::mutex> lock(print);
     const double bytes = 4.0 * n;
     std::string sizes;  // MiB per bucket, in launch order
     for (int b = 0; b < reducer.num_buckets(); ++b) {
@@ -265,7 +309,7 @@ void RunAllReduce(const Options& o, Worker& w, std::mutex& print) {
         .Add("bucketed_busbw_gbs", bytes * 2 * (w.size - 1) / w.size / (bucket_us * 1e3), 1)
         .Add("bucketed_vs_raw", raw_us / bucket_us, 3)
         .Add("bucketed_vs_raw_plain", plain_us / bucket_us, 3);
-    std::cout << row.KeyValues() << std::endl;
+    results.Print(row);
   }
 }
 
@@ -277,6 +321,7 @@ int main(int argc, char** argv) {
   Options o;
   LaunchOptions launch;
   launch.device = "cuda";
+  std::string mode = "threads";
   int workers = 0;
   CLI::App app{"Tandem GPU data-parallel step benchmark"};
   app.add_option("--model", o.model, "large or small");
@@ -292,23 +337,22 @@ int main(int argc, char** argv) {
                  "layers from the input that compute weight gradients first (ReducerOptions)");
   app.add_flag("--trace", o.trace, "then one step's device timeline (dp_trace)");
   app.add_flag("--allreduce_only", o.allreduce_only, "bucketed vs raw all-reduce");
-  app.add_option("--update", o.update, "per_bucket (Reducer::set_optimizer) or step");
+  app.add_option("--update", o.update,
+                 "per_bucket (the reducer's OptimizerUpdateHook) or step (Step after Backward)");
   app.add_option("--grads", o.grads, "overwrite (no ZeroGrad), accumulate (ZeroGrad + add) or fused_sgd (1 GPU)");
-  app.add_option("--mode", launch.mode, "threads or mpi");
+  app.add_option("--mode", mode, "threads or mpi");
   app.add_option("--gradient_lanes", launch.gradient_lanes,
                  "NCCL communicators the buckets are spread over");
   app.add_option("--workers", workers, "GPUs in threads mode");
   CLI11_PARSE(app, argc, argv);
-  try {
+  return bench::RunMain([&] {
+    launch.mode = ParseLaunchMode(mode);
     if (app.count("--workers") > 0) launch.workers = workers;
-    std::mutex print;
+    bench::ResultPrinter results;
     Launch(launch, [&](Worker& w) {
-      if (o.allreduce_only) RunAllReduce(o, w, print);
-      else RunTraining(o, w, print);
+      if (o.allreduce_only) RunAllReduce(o, w, results);
+      else RunTraining(o, w, results);
     });
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

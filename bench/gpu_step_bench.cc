@@ -1,6 +1,7 @@
 // Single-GPU training-step benchmark: Tandem's MLP step (Forward, MSE,
-// Backward, SGD; with --grads=accumulate also ZeroGrad) on cuda:0, side by side with the cuBLAS SGEMM rate
-// measured in the same process, on the same device.
+// Backward, SGD; with --grads=accumulate also ZeroGrad) on cuda:0, side by
+// side with the cuBLAS SGEMM rate measured in the same process, on the same
+// device.
 //
 //   bazel build -c opt //bench:gpu_step_bench
 //   bazel-bin/bench/gpu_step_bench --model=all --graph
@@ -14,21 +15,22 @@
 // SGD with lr 1e-3. Inputs are N(0, 1), on the device, in --sets distinct
 // batches used in turn, so a step never finds last step's input in L2.
 // fp32 throughout; TF32 stays off unless --tf32. --grads picks how the step
-// handles gradients: fused_sgd (the default; Sgd::FuseIntoBackward, plain
-// SGD applied by each layer's weight-gradient GEMM), overwrite (Backward
+// handles gradients: fused_sgd (the default; Sgd::in_backward, plain SGD
+// applied by each layer's weight-gradient GEMM), overwrite (Backward
 // writes gradients, Sgd::Step applies them, no ZeroGrad) or accumulate
 // (ZeroGrad, Backward adds into gradients, Sgd::Step: the textbook loop).
 //
 // Timing: --warmup untimed steps, then --repeats runs of --steps steps, each
-// run timed with CUDA events recorded on the compute stream
-// (cuda::ComputeStream(0)); step_ms is the median run's time per step. The
+// run timed with CUDA events recorded on the main lane's stream
+// (cuda::NativeStream); step_ms is the median run's time per step. The
 // host's time to enqueue the steps is reported too (host_ms): when it is
 // close to step_ms, the step is bound by launch overhead, not by the GPU.
 //
 // --graph also captures one step per input set as a CUDA graph
-// (cudaStreamBeginCapture on the compute stream, thread-local mode) and times
-// graph replays. It first checks that K replays give the same parameters as
-// K eager steps of an identically seeded model (see Note [Graph capture]).
+// (cudaStreamBeginCapture on the main lane's stream, thread-local mode) and
+// times graph replays. It first checks that K replays give the same
+// parameters as K eager steps of an identically seeded model (see Note
+// [Graph capture]).
 //
 // Output: "gemm ...", "copy ..." (device-to-device bandwidth, the memory
 // ceiling), "check ..." and "result ..." key=value lines, then a table.
@@ -97,15 +99,15 @@ struct Options {
   int64_t sgemm_size = 8192;
   float lr = 1e-3f;
   uint64_t seed = 42;
-  // Where Backward puts gradients (GradTarget): accumulate (ZeroGrad, then
+  // How Backward writes gradients (BackwardArgs): accumulate (ZeroGrad, then
   // Backward adds, then Sgd::Step), overwrite (no ZeroGrad) or fused_sgd
-  // (Sgd::FuseIntoBackward: no gradients, no Step pass).
+  // (Sgd::in_backward: no gradients, no Step pass).
   std::string grads = "fused_sgd";
 };
 
 const Device kDevice = Device::Cuda(0);
 
-cudaStream_t Stream() { return cuda::ComputeStream(0); }
+cudaStream_t Stream() { return cuda::NativeStream(GetBackend(kDevice).main_lane()); }
 
 int64_t CudaMallocCount() {
   return GetBackend(kDevice).allocator().stats().system_allocations;
@@ -163,11 +165,16 @@ class Trainer {
     SgdParams sgd;
     sgd.lr = options.lr;  // no momentum, no weight decay
     sgd_ = std::make_unique<Sgd>(model_->Parameters(), sgd);
+    // The model's input is data: no input gradient for the first layer.
+    args_ = BackwardArgs::For(kDevice);
+    args_.input_grad = false;
     if (options.grads == "fused_sgd") {
-      TANDEM_CHECK(sgd_->FuseIntoBackward(*model_)) << "SGD cannot be fused into this model";
+      args_.update = sgd_->in_backward();
+      TANDEM_CHECK(args_.update != nullptr) << "SGD cannot run inside Backward here";
+      args_.grad_mode = GradMode::kOverwrite;
+      zero_grad_ = false;
     } else if (options.grads == "overwrite") {
-      TANDEM_CHECK(model_->SetGradTarget(GradTarget::Overwrite()))
-          << "this model cannot overwrite gradients";
+      args_.grad_mode = GradMode::kOverwrite;
       zero_grad_ = false;
     } else {
       TANDEM_CHECK(options.grads == "accumulate")
@@ -177,10 +184,10 @@ class Trainer {
 
   // Returns the loss, [1] on the device (not waited for).
   Tensor Step(const Tensor& x, const Tensor& y) {
-    if (zero_grad_) sgd_->ZeroGrad();  // does nothing when fused
+    if (zero_grad_) sgd_->ZeroGrad();
     Tensor pred = model_->Forward(x);
     Tensor value = loss_.Forward(pred, y);
-    model_->Backward(loss_.Backward());
+    model_->BackwardWith(loss_.Backward(), args_);
     sgd_->Step();
     return value;
   }
@@ -200,28 +207,30 @@ class Trainer {
   std::unique_ptr<Sequential> model_;
   MseLoss loss_;
   std::unique_ptr<Sgd> sgd_;
+  BackwardArgs args_;
   bool zero_grad_ = true;
 };
 
 // Note [Graph capture]
 // ~~~~~~~~~~~~~~~~~~~~
-// A step captured on the compute stream bakes in every device pointer it
+// A step captured on the main lane's stream bakes in every device pointer it
 // used: parameters and gradients (long-lived, fine), the input batch (one
 // graph per input set), and the activations and scratch the step allocated
 // from the caching allocator during capture, which went back to the cache
 // when the capturing step's tensors died. Replays write those blocks again.
-// That is safe because (1) all work, eager or replayed, runs on the one
-// compute stream, so a replay never overlaps another user of a block (Note
-// [Stream-ordered reuse]); and (2) a step reads no intermediate it did not
-// write itself earlier in the same step, so a block shared by two graphs, or
-// handed to an eager step in between, carries nothing across steps. What
-// would break it: a tensor allocated after capture that must keep its value
-// across replays (it may get a block a graph scribbles on); none is made
-// here. Capture itself must not call cudaMalloc (thread-local capture mode
-// forbids it): the warm-up steps fill the cache first, the caching allocator
-// returns blocks LIFO per size class, and a repeated step makes the same
-// requests, so capture is served from the cache; CaptureStep checks the
-// cudaMalloc count. Host-side effects (the optimizer's step counter) happen
+// That is safe because (1) every step, eager or replayed, starts and ends on
+// the main lane (its side-lane work forks from the main lane and joins it
+// again before the step ends), so a replay never overlaps another user of a
+// block (Note [Stream-ordered reuse]); and (2) a step reads no intermediate
+// it did not write itself earlier in the same step, so a block shared by two
+// graphs, or handed to an eager step in between, carries nothing across
+// steps. What would break it: a tensor allocated after capture that must
+// keep its value across replays (it may get a block a graph scribbles on);
+// none is made here. Capture itself must not call cudaMalloc (thread-local
+// capture mode forbids it): the warm-up steps fill the cache first, the
+// caching allocator returns blocks LIFO per size class, and a repeated step
+// makes the same requests, so capture is served from the cache;
+// CaptureSteps checks the cudaMalloc count. Host-side effects (the optimizer's step counter) happen
 // once, at capture, not per replay; plain SGD does not read it.
 class Graph {
  public:
@@ -276,8 +285,8 @@ class Graph {
 // `losses[s]` keeps graph s's loss output alive; each replay rewrites it.
 // Replays must continue from step `first` in order (graph k % sets for step
 // k): with --grads=fused_sgd each step swaps the weights between two buffers
-// (Linear), so a graph is right only at the parity it was captured at, which
-// an even number of sets replayed in order preserves.
+// (Sgd::in_backward), so a graph is right only at the parity it was captured
+// at, which an even number of sets replayed in order preserves.
 struct StepGraphs {
   std::vector<std::unique_ptr<Graph>> graphs;
   std::vector<Tensor> losses;
@@ -290,7 +299,7 @@ StepGraphs CaptureSteps(Trainer& trainer, const Batches& data, int first) {
   g.losses.resize(sets);
   // Graph s's loss stays alive while graph s + 1 is captured, so the
   // captures need up to one block per graph more of a class than the eager
-  // steps did (the first session's capture failed on exactly that).
+  // steps did: ReserveSpares caches them before capture.
   auto* caching = dynamic_cast<cuda::CachingAllocator*>(&GetBackend(kDevice).allocator());
   TANDEM_CHECK(caching != nullptr) << "cuda:0's allocator is not the caching allocator";
   caching->ReserveSpares(static_cast<int>(data.x.size()) + 1);
@@ -308,7 +317,7 @@ StepGraphs CaptureSteps(Trainer& trainer, const Batches& data, int first) {
 }
 
 // Median over `repeats` runs of `steps` calls of `step(k)` (k counts on
-// across runs), timed with events on the compute stream.
+// across runs), timed with events on the main lane's stream.
 struct Timing {
   double gpu_ms = 0;   // per step, between events on the stream
   double host_ms = 0;  // per step, to enqueue
@@ -349,7 +358,7 @@ struct GemmShape {
   }
 };
 
-// Median time of one ops::Gemm of `shape` on the compute stream.
+// Median time of one ops::Gemm of `shape` on the main lane.
 double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng) {
   Tensor a = RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng);
   Tensor b = RandomTensor(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng);
@@ -363,8 +372,8 @@ double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng) {
 
 double Tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
 
-// The memory ceiling (METHOD.md's second number): a device-to-device copy of
-// `bytes`, counting bytes read plus bytes written.
+// The memory ceiling: a device-to-device copy of `bytes`, counting bytes
+// read plus bytes written.
 double CopyGBps(int64_t bytes, const Options& o) {
   const int64_t n = bytes / 4;
   Tensor src = Tensor::Empty({n}, kDevice), dst = Tensor::Empty({n}, kDevice);
@@ -400,9 +409,9 @@ struct GemmSum {
 //   forward  y[B,out]  = x[B,in] W[out,in]^T
 //   dW       dW[out,in] += dz[B,out]^T x[B,in]        (beta 1: accumulates)
 //   dx       dx[B,in]  = dz[B,out] W[out,in]          (not for the first
-//            layer: Mlp's input is data, MlpOptions::needs_input_grad)
+//            layer: its input is data, BackwardArgs::input_grad is false)
 GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
-                   std::ostream& out) {
+                   bench::ResultPrinter& results) {
   GemmSum sum;
   for (size_t l = 0; l + 1 < spec.sizes.size(); ++l) {
     const int64_t in = spec.sizes[l], outf = spec.sizes[l + 1];
@@ -424,7 +433,7 @@ GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
           .Add("m", g.shape.m).Add("n", g.shape.n).Add("k", g.shape.k)
           .Add("ms", ms, 4)
           .Add("tflops", Tflops(2.0 * g.shape.m * g.shape.n * g.shape.k, ms), 2);
-      out << row.KeyValues() << "\n";
+      results.Print(row);
     }
   }
   return sum;
@@ -434,7 +443,7 @@ GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
 // One model at one batch size.
 
 // Kernel launches plus cuBLAS calls one eager step issues (layers/*.cc,
-// core/cuda/kernels.cu): ZeroGrad fills each parameter's gradient; each
+// core/cuda/kernels_*.cu): ZeroGrad fills each parameter's gradient; each
 // Linear runs one GEMM forward (bias and ReLU in its epilogue), and
 // [activation backward,] dW GEMM, bias ColumnSums, dx GEMM backward; MSE is a
 // partial-sum kernel plus a final sum; SGD is one kernel per parameter.
@@ -505,9 +514,10 @@ bench::Row CheckGraph(const ModelSpec& spec, int64_t batch, const Batches& data,
   return row;
 }
 
-std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Options& o,
-                                 double sgemm_tflops, GemmTimer& timer, bool& checks_ok) {
-  std::vector<bench::Row> rows;
+// Prints the model's rows (the eager and graph ones kept for the table);
+// a failed graph check clears checks_ok.
+void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, double sgemm_tflops,
+              GemmTimer& timer, bench::ResultPrinter& results, bool& checks_ok) {
   const Batches data = MakeBatches(spec, batch, o.sets, o.seed);
   Trainer trainer(spec, o);
   const int64_t params = ParameterCount(trainer.model());
@@ -521,7 +531,7 @@ std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Opt
   const int steps = StepsFor(o, probe.gpu_ms);
 
   GemmSum gemms;
-  if (o.gemm) gemms = ModelGemms(spec, batch, timer, std::cout);
+  if (o.gemm) gemms = ModelGemms(spec, batch, timer, results);
 
   auto report = [&](const std::string& mode, const Timing& t, int64_t mallocs, int nodes,
                     int kernels, float loss_value) {
@@ -545,8 +555,7 @@ std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Opt
     row.Add("cuda_mallocs_timed", mallocs).Add("loss", loss_value, 5);
     TANDEM_CHECK(std::isfinite(loss_value))
         << spec.name << " batch " << batch << " (" << mode << "): loss is not finite";
-    std::cout << row.KeyValues() << std::endl;
-    rows.push_back(row);
+    results.PrintAndKeep(row);
   };
 
   int64_t mallocs = CudaMallocCount();
@@ -558,7 +567,7 @@ std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Opt
     // not cost the remaining models their eager numbers.
     try {
     bench::Row check = CheckGraph(spec, batch, data, o);
-    std::cout << check.KeyValues() << std::endl;
+    results.Print(check);
     checks_ok = checks_ok && check.Get("status") == "PASS";
     StepGraphs g = CaptureSteps(trainer, data, k);
     auto replay = [&](int i) { g.graphs[i % o.sets]->Launch(Stream()); };
@@ -569,12 +578,11 @@ std::vector<bench::Row> RunModel(const ModelSpec& spec, int64_t batch, const Opt
     report("graph", graphed, graph_mallocs, g.graphs[0]->nodes(), g.graphs[0]->kernel_nodes(),
            g.losses[(k - 1) % o.sets].Item());
     } catch (const std::exception& e) {
-      std::cout << "graph model=" << spec.name << " batch=" << batch
-                << " status=FAIL reason=\"" << e.what() << "\"" << std::endl;
+      results.PrintLine("graph model=" + spec.name + " batch=" + std::to_string(batch) +
+                        " status=FAIL reason=\"" + e.what() + "\"");
       checks_ok = false;
     }
   }
-  return rows;
 }
 
 }  // namespace
@@ -606,7 +614,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed for weights and data");
   CLI11_PARSE(app, argc, argv);
 
-  try {
+  return bench::RunMain([&] {
     TANDEM_CHECK(model == "large" || model == "small" || model == "all")
         << "--model must be large, small or all, got '" << model << "'";
     TANDEM_CHECK(o.warmup >= 3) << "--warmup must be at least 3 (the allocator's "
@@ -628,6 +636,7 @@ int main(int argc, char** argv) {
     if (model != "small") specs.push_back(LargeModel());
     if (model != "large") specs.push_back(SmallModel());
 
+    bench::ResultPrinter results;
     GemmTimer timer(o);
     double sgemm_tflops = 0, copy_gbps = 0;
     if (o.gemm) {
@@ -638,31 +647,25 @@ int main(int argc, char** argv) {
       row.Add("bench", "gpu_step").Add("name", "sgemm_" + std::to_string(s))
           .Add("m", s).Add("n", s).Add("k", s).Add("tf32", o.tf32 ? 1 : 0)
           .Add("ms", ms, 4).Add("tflops", sgemm_tflops, 2);
-      std::cout << row.KeyValues() << std::endl;
+      results.Print(row);
       const int64_t copy_bytes = int64_t{1} << 30;
       copy_gbps = CopyGBps(copy_bytes, o);
       bench::Row copy("copy");
       copy.Add("bench", "gpu_step").Add("name", "d2d_1GiB").Add("bytes", copy_bytes)
           .Add("GBps_read_plus_write", copy_gbps, 0);
-      std::cout << copy.KeyValues() << std::endl;
+      results.Print(copy);
     }
 
-    std::vector<bench::Row> rows;
     bool checks_ok = true;
     for (const ModelSpec& spec : specs) {
       const std::vector<int64_t> list =
           batches.empty() ? spec.default_batches : bench::ParseIntList(batches, "--batch");
       for (int64_t batch : list) {
-        for (bench::Row& row : RunModel(spec, batch, o, sgemm_tflops, timer, checks_ok)) {
-          rows.push_back(row);
-        }
+        RunModel(spec, batch, o, sgemm_tflops, timer, results, checks_ok);
       }
     }
-    std::cout << "\n";
-    bench::PrintTable(rows,
-                      {"model", "batch", "mode", "step_ms", "samples_per_s", "tflops",
-                       "pct_sgemm", "gemm_sum_ms", "gemm_share", "host_ms", "graph_kernels"},
-                      std::cout);
+    results.PrintTable({"model", "batch", "mode", "step_ms", "samples_per_s", "tflops",
+                        "pct_sgemm", "gemm_sum_ms", "gemm_share", "host_ms", "graph_kernels"});
     if (o.gemm) {
       std::cout << "sgemm " << o.sgemm_size << "^3: " << bench::Fixed(sgemm_tflops, 2)
                 << " TFLOP/s (" << (o.tf32 ? "tf32" : "fp32") << "); device-to-device copy "
@@ -672,9 +675,6 @@ int main(int argc, char** argv) {
       std::cerr << "error: a graph-vs-eager check failed (see the check lines)" << std::endl;
       return 2;
     }
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

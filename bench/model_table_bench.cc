@@ -30,8 +30,9 @@
 //                   built, parameters broadcast, one step finished on the
 //                   devices).
 //   step_ms         one step of the fixed model: median of --repeats runs of
-//                   --steps steps after --warmup; data parallel: the device's
-//                   markers (steady clock / CUDA events), slowest rank;
+//                   --steps steps after --warmup; data parallel: timing
+//                   events on the device's main lane (host clock / CUDA
+//                   events), slowest rank;
 //                   pipeline: host wall clock up to every stage's device
 //                   being idle.
 //   Data parallel, each a median over --comm_iters (--large_iters for the
@@ -160,21 +161,21 @@ bench::Row CommonRow(const Config& c, double startup_ms, double first_step_ms,
 
 // --- data parallel: Launch + Reducer ----------------------------------------
 
-void RunDataParallel(const Config& c) {
+void RunDataParallel(const Config& c, bench::ResultPrinter& results) {
   LaunchOptions launch;
-  launch.mode = c.mode;
+  launch.mode = ParseLaunchMode(c.mode);
   launch.device = c.device;
   launch.collective_timeout_s = c.collective_timeout_s;
   if (c.mode == "threads") launch.workers = c.workers;
   Launch(launch, [&](Worker& w) {
     Backend& backend = GetBackend(w.device);
-    w.comm.Barrier();
+    w.comm.Barrier()->Wait();
     if (w.device_comm != nullptr) {
       Tensor one = Tensor::Full({1}, 1.f, w.device);
-      w.device_comm->AllReduce(one.data(), 1, ReduceOp::kSum);
+      w.device_comm->AllReduce(one.data(), 1, ReduceOp::kSum)->Wait();
       backend.Synchronize();
     }
-    w.comm.Barrier();
+    w.comm.Barrier()->Wait();
     const double startup_ms = MsSinceMain();
     const std::string ready_epoch = EpochNow();
 
@@ -209,11 +210,12 @@ void RunDataParallel(const Config& c) {
     for (int i = 0; i < c.warmup; ++i) step();
     std::vector<double> run_ms;
     for (int r = 0; r < c.repeats; ++r) {
-      w.comm.Barrier();
+      w.comm.Barrier()->Wait();
       backend.Synchronize();
-      const std::unique_ptr<TimeMarker> start = backend.Mark();
+      const std::unique_ptr<LaneEvent> start = bench::TimingEvent(backend.main_lane());
       for (int i = 0; i < c.steps; ++i) step();
-      const double ms = backend.Mark()->MicrosSince(*start) / 1e3 / c.steps;
+      const double ms =
+          bench::TimingEvent(backend.main_lane())->ElapsedMsSince(*start) / c.steps;
       run_ms.push_back(bench::MaxOverRanks(w.comm, ms));
     }
 
@@ -232,7 +234,7 @@ void RunDataParallel(const Config& c) {
         .Add("ar_large_ms", large_us / 1e3, 3)
         .Add("ar_large_GBps", c.large_bytes / (large_us * 1e3), 1)
         .Add("buckets", reducer.num_buckets()).Add("comm", comm.substr(0, comm.find('(')));
-    std::cout << row.KeyValues() << std::endl;
+    results.Print(row);
   });
 }
 
@@ -305,7 +307,7 @@ double HandoffStepMicros(Pipeline& p, const std::vector<Device>& devices, int64_
   return bench::Median(us);
 }
 
-void RunPipeline(const Config& c) {
+void RunPipeline(const Config& c, bench::ResultPrinter& results) {
   std::vector<Device> devices;
   for (int s = 0; s < 2; ++s) devices.push_back(c.gpu() ? Device::Cuda(s) : Device::Cpu());
   std::unique_ptr<Pipeline> two = HandoffPipeline(devices, 2);
@@ -313,11 +315,10 @@ void RunPipeline(const Config& c) {
   const std::string ready_epoch = EpochNow();
 
   Rng init(c.seed);
-  MlpOptions mlp_options;
-  // With the fail gate alone in stage 0, stage 1 starts at fc1 and must hand
-  // its input gradient back.
-  mlp_options.needs_input_grad = c.fail_rank == 0;
-  auto mlp = Mlp(c.sizes, Activation::kRelu, init, mlp_options);
+  // Every stage but the first hands its input gradient back (the pipeline
+  // asks for it, BackwardArgs::input_grad), so with the fail gate alone in
+  // stage 0 the MLP's fc1 computes one.
+  auto mlp = Mlp(c.sizes, Activation::kRelu, init);
   int step_number = 0;
   PipelineOptions options = StageOptions(devices, 2, c.micro_batches);
   std::unique_ptr<Sequential> model;
@@ -375,7 +376,7 @@ void RunPipeline(const Config& c) {
       .Add("handoff_large_bytes", c.large_bytes).Add("handoff_large_ms", large / 1e3, 3)
       .Add("handoff_large_GBps", c.large_bytes / (large * 1e3), 1)
       .Add("handoff_large_1stage_ms", one_stage_us / 1e3, 3);
-  std::cout << row.KeyValues() << std::endl;
+  results.Print(row);
 }
 
 }  // namespace
@@ -410,7 +411,7 @@ int main(int argc, char** argv) {
   app.add_option("--fail_step", c.fail_step, "the training step (1-based) at which it fails");
   app.add_option("--fail", c.fail, "throw, kill (SIGKILL itself) or hang (sleep forever)");
   CLI11_PARSE(app, argc, argv);
-  try {
+  return bench::RunMain([&] {
     TANDEM_CHECK(c.mode == "threads" || c.mode == "mpi" || c.mode == "pipeline")
         << "--mode must be threads, mpi or pipeline, got '" << c.mode << "'";
     TANDEM_CHECK(c.device == "cpu" || c.device == "cuda")
@@ -433,14 +434,12 @@ int main(int argc, char** argv) {
                              : std::vector<int64_t>{784, 1024, 1024, 10};
     if (c.batch == 0) c.batch = c.gpu() ? 1024 : 256;
     if (c.bucket_mb == 0) c.bucket_mb = c.gpu() ? 25 : 4;
+    bench::ResultPrinter results;
     if (c.mode == "pipeline") {
-      RunPipeline(c);
+      RunPipeline(c, results);
     } else {
-      RunDataParallel(c);
+      RunDataParallel(c, results);
     }
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -1,8 +1,8 @@
 // Does issuing gradient buckets on more than one NCCL communicator (each with
 // its own stream) recover the bandwidth that splitting one all-reduce into
 // buckets loses? Raw NCCL, one process, every visible GPU (ncclCommInitAll),
-// no Tandem reducer: an experiment to decide whether the reducer should
-// spread buckets over communicator lanes.
+// no Tandem reducer: what spreading the reducer's buckets over communicator
+// lanes (LaunchOptions::gradient_lanes) can gain when nothing else runs.
 //
 //   nccl_lanes_bench --buckets_mb=16,64,64,64,16,0.02 --lanes=1,2,3
 //
@@ -13,7 +13,9 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <iostream>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -45,12 +47,8 @@ int Run(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed runs (median reported)");
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<int64_t> counts;  // floats per bucket
-  int64_t total = 0;
-  for (double mb : bench::ParseDoubleList(buckets_mb, "--buckets_mb")) {
-    counts.push_back(static_cast<int64_t>(mb * (1 << 20) / 4));
-    total += counts.back();
-  }
+  const std::vector<int64_t> counts = bench::ParseMibAsFloats(buckets_mb, "--buckets_mb");
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   std::vector<int64_t> lane_counts = bench::ParseIntList(lanes_list, "--lanes");
   int max_lanes = 1;
   for (int64_t l : lane_counts) max_lanes = std::max<int>(max_lanes, static_cast<int>(l));
@@ -128,16 +126,20 @@ int Run(int argc, char** argv) {
 
   const double bytes = 4.0 * total;
   const double busbw_factor = 2.0 * (n - 1) / n;
+  bench::ResultPrinter results;
   const double raw_ms = time_ms({total}, 1);
-  std::cout << "lanes gpus=" << n << " what=raw bytes=" << static_cast<int64_t>(bytes)
-            << " ms=" << bench::Fixed(raw_ms, 4)
-            << " busbw_gbs=" << bench::Fixed(bytes * busbw_factor / (raw_ms * 1e6), 1) << "\n";
+  bench::Row raw("lanes");
+  raw.Add("gpus", n).Add("what", "raw").Add("bytes", static_cast<int64_t>(bytes))
+      .Add("ms", raw_ms, 4).Add("busbw_gbs", bytes * busbw_factor / (raw_ms * 1e6), 1);
+  results.Print(raw);
   for (int64_t lanes : lane_counts) {
     const double ms = time_ms(counts, static_cast<int>(lanes));
-    std::cout << "lanes gpus=" << n << " what=buckets buckets=" << counts.size()
-              << " lanes=" << lanes << " ms=" << bench::Fixed(ms, 4)
-              << " busbw_gbs=" << bench::Fixed(bytes * busbw_factor / (ms * 1e6), 1)
-              << " vs_raw=" << bench::Fixed(raw_ms / ms, 3) << std::endl;
+    bench::Row row("lanes");
+    row.Add("gpus", n).Add("what", "buckets").Add("buckets", static_cast<int64_t>(counts.size()))
+        .Add("lanes", lanes).Add("ms", ms, 4)
+        .Add("busbw_gbs", bytes * busbw_factor / (ms * 1e6), 1)
+        .Add("vs_raw", raw_ms / ms, 3);
+    results.Print(row);
   }
   for (auto& lane : comms) {
     for (ncclComm_t c : lane) ncclCommDestroy(c);
@@ -149,10 +151,5 @@ int Run(int argc, char** argv) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  try {
-    return tandem::Run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return 1;
-  }
+  return tandem::bench::RunMain([&] { return tandem::Run(argc, argv); });
 }

@@ -1,15 +1,17 @@
 // Does handing NCCL registered memory make the gradient all-reduce faster,
 // or lighter on the multiprocessors that backward's GEMMs need? Raw NCCL and
 // cuBLAS, one process, one thread, every visible GPU (one communicator per
-// GPU from one ncclUniqueId), no Tandem reducer: an experiment to decide
-// whether the reducer's bucket buffers should be registered.
+// GPU from one ncclUniqueId), no Tandem reducer: what registering the
+// reducer's bucket buffers is worth.
 //
 //   nccl_register_bench --buckets_mb=80,64,64,16 --memory=plain,local,window
 //
 // For each --memory mode the same bytes are all-reduced (in place, fp32 sum):
-//   plain   cudaMalloc, not registered (what the reducer does now);
+//   plain   cudaMalloc, not registered (the reducer's buckets with
+//           TANDEM_NCCL_SYMMETRIC=0);
 //   local   ncclMemAlloc + ncclCommRegister (user buffer registration);
-//   window  ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC).
+//   window  ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)
+//           (the reducer's buckets by default: symmetric memory).
 // Rows per mode: one raw all-reduce of the total; the buckets back to back
 // on one stream; a chain of --gemms SGEMMs (m = n = --gemm_n, k = --gemm_k,
 // fp32, the shape of a hidden layer's weight gradient at batch k) alone on a
@@ -26,6 +28,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,8 +41,6 @@
 
 namespace tandem {
 namespace {
-
-#define CUBLAS_OK(call) TANDEM_CHECK((call) == CUBLAS_STATUS_SUCCESS) << #call
 
 struct Gpu {
   int device = 0;
@@ -82,22 +83,11 @@ int Run(int argc, char** argv) {
                "only: does ncclCommWindowDeregister on one rank alone return?");
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<int64_t> counts;  // floats per bucket
-  int64_t total = 0;
-  for (double mb : bench::ParseDoubleList(buckets_mb, "--buckets_mb")) {
-    counts.push_back(static_cast<int64_t>(mb * (1 << 20) / 4));
-    total += counts.back();
-  }
+  const std::vector<int64_t> counts = bench::ParseMibAsFloats(buckets_mb, "--buckets_mb");
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   std::vector<Memory> modes;
-  {
-    std::string rest = memory_list;
-    size_t pos;
-    while ((pos = rest.find(',')) != std::string::npos) {
-      modes.push_back(ParseMemory(rest.substr(0, pos)));
-      rest = rest.substr(pos + 1);
-    }
-    modes.push_back(ParseMemory(rest));
-  }
+  for (const std::string& mode : bench::SplitList(memory_list)) modes.push_back(ParseMemory(mode));
+  TANDEM_CHECK(!modes.empty()) << "--memory is empty (plain, local, window)";
 
   int n = 0;
   CUDA_CHECK(cudaGetDeviceCount(&n));
@@ -153,8 +143,8 @@ int Run(int argc, char** argv) {
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&low, &high));
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu.compute, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithPriority(&gpu.comm_stream, cudaStreamNonBlocking, high));
-    CUBLAS_OK(cublasCreate(&gpu.blas));
-    CUBLAS_OK(cublasSetStream(gpu.blas, gpu.compute));
+    CUBLAS_CHECK(cublasCreate(&gpu.blas));
+    CUBLAS_CHECK(cublasSetStream(gpu.blas, gpu.compute));
     CUDA_CHECK(cudaMalloc(&gpu.a, operand_bytes));
     CUDA_CHECK(cudaMalloc(&gpu.b, operand_bytes));
     CUDA_CHECK(cudaMalloc(&gpu.c, gemm_bytes));
@@ -175,7 +165,7 @@ int Run(int argc, char** argv) {
     const float one = 1.0f, zero = 0.0f;
     for (int i = 0; i < gemms; ++i) {
       // C[n x n] = A[n x k] * B[n x k]^T: a weight gradient's shape.
-      CUBLAS_OK(cublasSgemm(gpu.blas, CUBLAS_OP_N, CUBLAS_OP_T, gemm_n, gemm_n, gemm_k, &one,
+      CUBLAS_CHECK(cublasSgemm(gpu.blas, CUBLAS_OP_N, CUBLAS_OP_T, gemm_n, gemm_n, gemm_k, &one,
                             gpu.a, gemm_n, gpu.b, gemm_n, &zero, gpu.c, gemm_n));
     }
   };
@@ -231,10 +221,12 @@ int Run(int argc, char** argv) {
 
   const double bytes = 4.0 * total;
   const double busbw_factor = 2.0 * (n - 1) / n;
+  bench::ResultPrinter results;
   const double gemm_alone = time_round(true, nullptr).first;
-  std::cout << "register gpus=" << n << " cta_policy=" << cta_policy << " what=gemms_alone gemms="
-            << gemms << " n=" << gemm_n << " k=" << gemm_k
-            << " ms=" << bench::Fixed(gemm_alone, 4) << std::endl;
+  bench::Row alone("register");
+  alone.Add("gpus", n).Add("cta_policy", cta_policy).Add("what", "gemms_alone")
+      .Add("gemms", gemms).Add("n", gemm_n).Add("k", gemm_k).Add("ms", gemm_alone, 4);
+  results.Print(alone);
   for (size_t m = 0; m < modes.size(); ++m) {
     const Memory mode = modes[m];
     const char* name = mode == Memory::kPlain ? "plain" : mode == Memory::kLocal ? "local" : "window";
@@ -266,14 +258,14 @@ int Run(int argc, char** argv) {
     const double raw_ms = time_round(false, &raw).second;
     const double buckets_ms = time_round(false, &counts).second;
     const auto beside = time_round(true, &counts);
-    std::cout << "register gpus=" << n << " cta_policy=" << cta_policy << " memory=" << name
-              << " raw_ms=" << bench::Fixed(raw_ms, 4)
-              << " raw_busbw_gbs=" << bench::Fixed(bytes * busbw_factor / (raw_ms * 1e6), 1)
-              << " buckets_ms=" << bench::Fixed(buckets_ms, 4)
-              << " buckets_vs_raw=" << bench::Fixed(raw_ms / buckets_ms, 3)
-              << " beside_gemm_ms=" << bench::Fixed(beside.first, 4)
-              << " beside_allreduce_ms=" << bench::Fixed(beside.second, 4)
-              << " gemm_slowdown_ms=" << bench::Fixed(beside.first - gemm_alone, 4) << std::endl;
+    bench::Row row("register");
+    row.Add("gpus", n).Add("cta_policy", cta_policy).Add("memory", name)
+        .Add("raw_ms", raw_ms, 4)
+        .Add("raw_busbw_gbs", bytes * busbw_factor / (raw_ms * 1e6), 1)
+        .Add("buckets_ms", buckets_ms, 4).Add("buckets_vs_raw", raw_ms / buckets_ms, 3)
+        .Add("beside_gemm_ms", beside.first, 4).Add("beside_allreduce_ms", beside.second, 4)
+        .Add("gemm_slowdown_ms", beside.first - gemm_alone, 4);
+    results.Print(row);
     sync_all();
     if (mode == Memory::kWindow) {
       NCCL_CHECK(ncclGroupStart());
@@ -306,10 +298,5 @@ int Run(int argc, char** argv) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  try {
-    return tandem::Run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return 1;
-  }
+  return tandem::bench::RunMain([&] { return tandem::Run(argc, argv); });
 }

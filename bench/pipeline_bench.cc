@@ -17,10 +17,11 @@
 // timed step starts and ends with every stage device idle (synchronised), so
 //   wall      = host time of one step (Pipeline::Step plus the wait for the
 //               devices to finish it), summed over steps;
-//   busy[s]   = Pipeline::LastBusySeconds(): stage s's compute per step (CPU:
-//               steady clock around it; GPU: timing events on its stream
-//               around each micro-batch's forward, and around recompute +
-//               backward), summed over steps;
+//   busy[s]   = Pipeline::LastBusySeconds(): stage s's compute per step,
+//               from timing events on its device's main lane around each
+//               micro-batch's forward, and around recompute + backward (the
+//               host clock on the CPU, device time on a GPU), summed over
+//               steps;
 //   bubble    = 1 - sum_s busy[s] / (stages x wall): the measured idle share;
 //   bubble_model     = (S - 1) / (M + S - 1): GPipe's bubble, equal stages;
 //   bubble_model_imb = the same model with the measured per-stage times t_s =
@@ -29,7 +30,7 @@
 //                      stages.
 // samples_per_s = batch x steps / wall.
 //
-// Recompute (Note [Recompute] in parallel/pipeline.cc) costs M - 1 extra
+// Recompute (Note [Recompute] in parallel/pipeline_stage.cc) costs M - 1 extra
 // micro-batch forwards per stage: it is in the busy time, so it does not
 // shrink the bubble, but it lowers throughput against the one-device row.
 //

@@ -2,8 +2,8 @@
 # Runs on the GPU machine: Tandem's single-GPU step benchmark and the PyTorch
 # reference side by side (Tandem, PyTorch, Tandem again: A/B/A, so drift in
 # the card's state shows as spread), one configuration alone (the command
-# docs/benchmarks.md shows), then the comparison table with the issue's
-# targets marked PASS/FAIL. Expected to take about a minute; each run
+# docs/benchmarks.md shows), then the comparison table with the targets
+# marked PASS/FAIL (bench/compare_gpu_bench.py). Expected to take about a minute; each run
 # is cut off at 75 s, so at most about 5 minutes. Full logs go to
 # $OUT/gpu_bench_logs.tgz.
 #
@@ -105,7 +105,7 @@ echo "== large/512 by --grads (fused_sgd is tandem_1's)"
 grep -h '^result' "$out/tandem_accumulate.log" "$out/tandem_overwrite.log"
 echo "== GEMM strategies"
 grep -h '^result' "$out/gemm_large_512.log" "$out/gemm_small_256.log"
-echo "== Comparison (slowest of the Tandem runs; targets from the issue)"
+echo "== Comparison (slowest of the Tandem runs, against the targets)"
 python3 "$py/compare_gpu_bench.py" --tandem "$out/tandem_1.log" "$out/tandem_2.log" \
     --torch "$out/torch.log" | tee "$out/comparison.txt"
 exit $rc

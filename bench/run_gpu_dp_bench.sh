@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # On the 2-GPU machine: Tandem's data-parallel step (threads and MPI modes,
-# overlap on and off) next to PyTorch DDP, 1 and 2 GPUs, in one session; then
+# overlap on and off) next to PyTorch DDP, 1 and 2 GPUs, in one run; then
 # bucketed vs raw all-reduce, over one and two NCCL lanes; last, a summary
-# with scaling efficiency, the ratio to DDP and issue #5's verdicts
+# with scaling efficiency, the ratio to DDP and the targets' verdicts
 # (bench/dp_summary.py). Binaries from .device (tools/device/bundle.sh).
 #   bash .device/run_gpu_dp_bench.sh
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
 # Everything below runs once more inside this: its output, then dp_summary.py's
-# table (scaling, the DDP ratio) and issue #5's verdicts over it.
+# table (scaling, the DDP ratio) and the targets' verdicts over it.
 if [ -z "${DP_BENCH_INNER:-}" ]; then
   log=${OUT:-/tmp}/dp_bench.log
   DP_BENCH_INNER=1 bash "$0" "$@" 2>&1 | tee "$log"
@@ -36,8 +36,9 @@ for cfg in "large 512" "large 4096" "small 256"; do
   timeout 60 "$bin" $common --workers=2 --gradient_lanes=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --update=step | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --gemm_reserve=0 | sed 's/^/tandem threads /'
-  # What each of session 6's changes is worth, in the same call: gradients
-  # beside the input gradient again; buckets in ordinary memory.
+  # What gradients first and symmetric memory are each worth, in the same
+  # call: gradients beside the input gradient (--gradients_first_layers=0);
+  # buckets in ordinary memory (TANDEM_NCCL_SYMMETRIC=0).
   timeout 60 "$bin" $common --workers=2 --gradients_first_layers=0 | sed 's/^/tandem threads /'
   TANDEM_NCCL_SYMMETRIC=0 timeout 60 "$bin" $common --workers=2 | sed 's/^/tandem threads plain_memory /'
   timeout 60 $mpi "$bin" $common --mode=mpi | sed 's/^/tandem mpi /'
@@ -53,7 +54,7 @@ for mb in 4 25 50 100; do
   done
   TANDEM_NCCL_SYMMETRIC=0 timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb | sed 's/^/plain_memory /'
 done
-echo "== raw NCCL: mlp-large's buckets (old rule, DDP's rule, 100 MiB) over 1-3 communicators"
+echo "== raw NCCL: mlp-large's buckets (closed before the crossing parameter, DDP's rule, 100 MiB) over 1-3 communicators"
 for sizes in 16.02,64,0.016,64,0.016,64,16.02 80.02,64.02,64.02,16.02 80.04,64.02,80.02; do
   timeout 60 "$here/bin/bench__nccl_lanes_bench" --buckets_mb=$sizes --lanes=1,2,3
 done

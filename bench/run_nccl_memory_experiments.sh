@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# On the 2-GPU machine: session 6's experiments with the current switches.
-# Registered NCCL memory alone and beside a GEMM chain (nccl_register_bench),
-# whether deregistering a window is a local call, then mlp-large's step at
-# batch 512 on 2 GPUs by memory (TANDEM_NCCL_SYMMETRIC), by how many layers
-# compute their gradients first (--gradients_first_layers) and by NCCL's
-# fewest CTAs (NCCL_MIN_CTAS; 16 is the communicators' own setting).
+# On the 2-GPU machine: what registered memory and gradients first are
+# worth, with the switches as built. Registered NCCL memory alone and beside
+# a GEMM chain (nccl_register_bench), whether deregistering a window is a
+# local call, then mlp-large's step at batch 512 on 2 GPUs by memory
+# (TANDEM_NCCL_SYMMETRIC), by how many layers compute their gradients first
+# (--gradients_first_layers) and by NCCL's fewest CTAs (NCCL_MIN_CTAS; 16 is
+# the communicators' own setting).
 # Binaries from .device (tools/device/bundle.sh).
 #   bash .device/run_nccl_memory_experiments.sh
 set -u

@@ -24,17 +24,31 @@ Activation ParseActivation(const std::string& name) {
   return Activation::kIdentity;
 }
 
-void Backend::GemmEx(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                     int64_t k, float alpha, const float* a, const float* b,
-                     float beta, const float* c, float* d,
+Lane Backend::ReserveForGemm(const Lane& lane, int multiprocessors) {
+  TANDEM_CHECK(multiprocessors >= 0)
+      << lane.Describe() << ": a GEMM reserve of " << multiprocessors
+      << " multiprocessors; it counts SMs left to other kernels, so 0 or more";
+  return lane.Reserved(multiprocessors);
+}
+
+void Backend::Synchronize() {
+  Synchronize(main_lane());
+  Synchronize(side_lane());
+}
+
+void Backend::GemmEx(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
+                     int64_t n, int64_t k, float alpha, const float* a,
+                     const float* b, float beta, const float* c, float* d,
                      const GemmEpilogue& epilogue) {
   if (m <= 0 || n <= 0) return;
-  if (beta != 0.f && c != d) CopyDeviceToDevice(c, d, m * n);
-  Gemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, d);
+  if (beta != 0.f && c != d) {
+    CopyDeviceToDevice(lane, c, d, static_cast<size_t>(m * n) * sizeof(float));
+  }
+  Gemm(lane, trans_a, trans_b, m, n, k, alpha, a, b, beta, d);
   if (epilogue.bias != nullptr) {
-    BiasActivation(epilogue.activation, d, epilogue.bias, nullptr, d, m, n);
+    BiasActivation(lane, epilogue.activation, d, epilogue.bias, nullptr, d, m, n);
   } else if (epilogue.activation != Activation::kIdentity) {
-    ActivationForward(epilogue.activation, d, d, m * n);
+    ActivationForward(lane, epilogue.activation, d, d, m * n);
   }
 }
 

@@ -8,24 +8,44 @@
 
 namespace tandem {
 
-Backend& GetBackend(Device device) {
+namespace {
+void CheckAvailable(Device device) {
   if (device.is_cpu()) {
     TANDEM_CHECK(device.index == 0) << "there is one CPU device, got " << device;
-    return cpu::GetCpuBackend();
+    return;
   }
-#ifdef TANDEM_WITH_CUDA
   const int count = CudaDeviceCount();
   TANDEM_CHECK(device.index >= 0 && device.index < count)
       << "device " << device << " is not available: "
       << (count == 0 ? CudaUnavailableReason()
                      : std::to_string(count) + " CUDA device(s) visible");
+}
+}  // namespace
+
+Backend& GetBackend(Device device) {
+  CheckAvailable(device);
+  if (device.is_cpu()) {
+    static Backend& cpu_context = *cpu::CpuContext();
+    return cpu_context;
+  }
+#ifdef TANDEM_WITH_CUDA
   return cuda::GetCudaBackend(device.index);
 #else
-  TANDEM_CHECK(false) << "device " << device << " is not available: "
-                      << CudaUnavailableReason();
-  return cpu::GetCpuBackend();
+  return *cpu::CpuContext();  // not reached: CheckAvailable threw
 #endif
 }
+
+std::shared_ptr<Backend> SharedBackend(Device device) {
+  CheckAvailable(device);
+  if (device.is_cpu()) return cpu::CpuContext();
+#ifdef TANDEM_WITH_CUDA
+  return cuda::SharedCudaBackend(device.index);
+#else
+  return nullptr;  // not reached: CheckAvailable threw
+#endif
+}
+
+Lane MainLane(Device device) { return GetBackend(device).main_lane(); }
 
 int CudaDeviceCount() {
 #ifdef TANDEM_WITH_CUDA

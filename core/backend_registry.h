@@ -3,11 +3,14 @@
 //   Backend& cpu = GetBackend(Device::Cpu());
 //   if (CudaDeviceCount() > 0) GetBackend(Device::Cuda(0)).Synchronize();
 //
-// Contexts are created on first use and live until the process exits; one
-// per device, shared by every thread that uses the device.
+// Contexts are created on first use, one per device, shared by every thread
+// that uses the device. The registry and every tensor's storage hold a share
+// of their device's context, so a context outlives every tensor made on it;
+// the registry lives for the whole process.
 #ifndef TANDEM_CORE_BACKEND_REGISTRY_H_
 #define TANDEM_CORE_BACKEND_REGISTRY_H_
 
+#include <memory>
 #include <string>
 
 #include "core/backend.h"
@@ -17,6 +20,12 @@ namespace tandem {
 // Throws a clear error for a device that is not there (cuda:0 on a machine
 // without a GPU, or a build without CUDA).
 Backend& GetBackend(Device device);
+// The same context, shared: what a Storage keeps so that its device's
+// allocator outlives it.
+std::shared_ptr<Backend> SharedBackend(Device device);
+// The main lane of `device`'s context: where ops go when a call names no
+// lane (core/lane.h).
+Lane MainLane(Device device);
 
 // Number of usable CUDA devices: 0 when Tandem was built without CUDA, or
 // when the driver or device is missing (any cudaGetDeviceCount error).

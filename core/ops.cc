@@ -9,8 +9,10 @@ namespace tandem {
 namespace ops {
 namespace {
 
-// All operands of one op must live on one device.
-void CheckSameDevice(const char* op, std::initializer_list<const Tensor*> ts) {
+// All operands of one op live on one device, and the lane belongs to it.
+void CheckOperands(const char* op, const Lane& lane,
+                   std::initializer_list<const Tensor*> ts) {
+  TANDEM_CHECK(lane.valid()) << op << ": no lane given (a default-constructed Lane)";
   const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     if (t == nullptr) continue;
@@ -22,6 +24,11 @@ void CheckSameDevice(const char* op, std::initializer_list<const Tensor*> ts) {
           << op << ": operands on " << first->device() << " and "
           << t->device();
     }
+  }
+  if (first != nullptr) {
+    TANDEM_CHECK(lane.device() == first->device())
+        << op << ": operands on " << first->device() << " but the op was given the "
+        << lane.Describe();
   }
 }
 
@@ -83,10 +90,10 @@ GemmSizes CheckGemm(const Tensor& a, bool trans_a, const Tensor& b,
 }
 }  // namespace
 
-void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
           Tensor& d, const GemmOptions& o) {
   const Tensor* c = o.c != nullptr ? o.c : &d;
-  CheckSameDevice("Gemm", {&a, &b, c, &d, o.bias});
+  CheckOperands("Gemm", lane, {&a, &b, c, &d, o.bias});
   const GemmSizes s = CheckGemm(a, trans_a, b, trans_b, d, "d");
   TANDEM_CHECK(c->shape() == d.shape())
       << "Gemm: c is " << ShapeToString(c->shape()) << " but d is "
@@ -98,106 +105,106 @@ void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
   GemmEpilogue epilogue;
   epilogue.bias = o.bias ? o.bias->data() : nullptr;
   epilogue.activation = o.activation;
-  d.backend().GemmEx(trans_a, trans_b, s.m, s.n, s.k, o.alpha, a.data(),
+  lane.backend().GemmEx(lane, trans_a, trans_b, s.m, s.n, s.k, o.alpha, a.data(),
                      b.data(), o.beta, c->data(), d.data(), epilogue);
 }
 
-void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
           Tensor& c, float alpha, float beta) {
-  CheckSameDevice("Gemm", {&a, &b, &c});
+  CheckOperands("Gemm", lane, {&a, &b, &c});
   const GemmSizes s = CheckGemm(a, trans_a, b, trans_b, c, "c");
   if (s.m == 0 || s.n == 0) return;
-  c.backend().Gemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), b.data(),
+  lane.backend().Gemm(lane, trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), b.data(),
                    beta, c.data());
 }
 
-void BiasActivation(Activation activation, const Tensor& x, const Tensor& bias,
+void BiasActivation(const Lane& lane, Activation activation, const Tensor& x, const Tensor& bias,
                     Tensor* pre, Tensor& out) {
-  CheckSameDevice("BiasActivation", {&x, &bias, pre, &out});
+  CheckOperands("BiasActivation", lane, {&x, &bias, pre, &out});
   CheckRowsAndBias("BiasActivation", x, bias);
   CheckSameNumel("BiasActivation", x, out);
   if (pre != nullptr) CheckSameNumel("BiasActivation", x, *pre);
   if (x.numel() == 0) return;
-  out.backend().BiasActivation(activation, x.data(), bias.data(),
+  lane.backend().BiasActivation(lane, activation, x.data(), bias.data(),
                                pre ? pre->data() : nullptr, out.data(),
                                x.dim(0), x.dim(1));
 }
 
-void AddBias(Tensor& x, const Tensor& bias) {
-  BiasActivation(Activation::kIdentity, x, bias, nullptr, x);
+void AddBias(const Lane& lane, Tensor& x, const Tensor& bias) {
+  BiasActivation(lane, Activation::kIdentity, x, bias, nullptr, x);
 }
 
-void ColumnSums(const Tensor& x, Tensor& out, float beta, float alpha) {
-  CheckSameDevice("ColumnSums", {&x, &out});
+void ColumnSums(const Lane& lane, const Tensor& x, Tensor& out, float beta, float alpha) {
+  CheckOperands("ColumnSums", lane, {&x, &out});
   CheckMatrix("ColumnSums", "x", x);
   TANDEM_CHECK(out.numel() == x.dim(1))
       << "ColumnSums: out " << ShapeToString(out.shape()) << " for x "
       << ShapeToString(x.shape());
   if (out.numel() == 0) return;
-  out.backend().ColumnSums(x.data(), x.dim(0), x.dim(1), alpha, beta,
+  lane.backend().ColumnSums(lane, x.data(), x.dim(0), x.dim(1), alpha, beta,
                            out.data());
 }
 
 namespace {
-void BinaryOpChecked(const char* name, BinaryOp op, const Tensor& a,
+void BinaryOpChecked(const Lane& lane, const char* name, BinaryOp op, const Tensor& a,
                      const Tensor& b, Tensor& out) {
-  CheckSameDevice(name, {&a, &b, &out});
+  CheckOperands(name, lane, {&a, &b, &out});
   CheckSameNumel(name, a, b);
   CheckSameNumel(name, a, out);
   if (a.numel() == 0) return;
-  out.backend().Binary(op, a.data(), b.data(), out.data(), a.numel());
+  lane.backend().Binary(lane, op, a.data(), b.data(), out.data(), a.numel());
 }
 }  // namespace
 
-void Add(const Tensor& a, const Tensor& b, Tensor& out) {
-  BinaryOpChecked("Add", BinaryOp::kAdd, a, b, out);
+void Add(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out) {
+  BinaryOpChecked(lane, "Add", BinaryOp::kAdd, a, b, out);
 }
-void Sub(const Tensor& a, const Tensor& b, Tensor& out) {
-  BinaryOpChecked("Sub", BinaryOp::kSub, a, b, out);
+void Sub(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out) {
+  BinaryOpChecked(lane, "Sub", BinaryOp::kSub, a, b, out);
 }
-void Mul(const Tensor& a, const Tensor& b, Tensor& out) {
-  BinaryOpChecked("Mul", BinaryOp::kMul, a, b, out);
+void Mul(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out) {
+  BinaryOpChecked(lane, "Mul", BinaryOp::kMul, a, b, out);
 }
 
-void Axpy(float alpha, const Tensor& x, Tensor& y) {
-  CheckSameDevice("Axpy", {&x, &y});
+void Axpy(const Lane& lane, float alpha, const Tensor& x, Tensor& y) {
+  CheckOperands("Axpy", lane, {&x, &y});
   CheckSameNumel("Axpy", x, y);
   if (x.numel() == 0) return;
-  y.backend().Axpy(alpha, x.data(), y.data(), x.numel());
+  lane.backend().Axpy(lane, alpha, x.data(), y.data(), x.numel());
 }
 
-void Scale(Tensor& x, float alpha) {
-  CheckSameDevice("Scale", {&x});
+void Scale(const Lane& lane, Tensor& x, float alpha) {
+  CheckOperands("Scale", lane, {&x});
   if (x.numel() == 0) return;
-  x.backend().Scale(alpha, x.data(), x.numel());
+  lane.backend().Scale(lane, alpha, x.data(), x.numel());
 }
 
-void Fill(Tensor& x, float value) {
-  CheckSameDevice("Fill", {&x});
+void Fill(const Lane& lane, Tensor& x, float value) {
+  CheckOperands("Fill", lane, {&x});
   if (x.numel() == 0) return;
-  x.backend().Fill(value, x.data(), x.numel());
+  lane.backend().Fill(lane, value, x.data(), x.numel());
 }
 
-void ActivationForward(Activation activation, const Tensor& x, Tensor& y) {
-  CheckSameDevice("ActivationForward", {&x, &y});
+void ActivationForward(const Lane& lane, Activation activation, const Tensor& x, Tensor& y) {
+  CheckOperands("ActivationForward", lane, {&x, &y});
   CheckSameNumel("ActivationForward", x, y);
   if (x.numel() == 0) return;
-  y.backend().ActivationForward(activation, x.data(), y.data(), x.numel());
+  lane.backend().ActivationForward(lane, activation, x.data(), y.data(), x.numel());
 }
 
-void ActivationBackward(Activation activation, const Tensor& x,
+void ActivationBackward(const Lane& lane, Activation activation, const Tensor& x,
                         const Tensor& dy, Tensor& dx, bool accumulate) {
-  CheckSameDevice("ActivationBackward", {&x, &dy, &dx});
+  CheckOperands("ActivationBackward", lane, {&x, &dy, &dx});
   CheckSameNumel("ActivationBackward", x, dy);
   CheckSameNumel("ActivationBackward", x, dx);
   if (x.numel() == 0) return;
-  dx.backend().ActivationBackward(activation, x.data(), dy.data(), dx.data(),
+  lane.backend().ActivationBackward(lane, activation, x.data(), dy.data(), dx.data(),
                                   x.numel(), accumulate);
 }
 
-void SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
+void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits, const Tensor& labels,
                          Tensor& loss, Tensor* dlogits, float normalizer) {
-  CheckSameDevice("SoftmaxCrossEntropy", {&logits, &labels, &loss, dlogits});
+  CheckOperands("SoftmaxCrossEntropy", lane, {&logits, &labels, &loss, dlogits});
   CheckLabels("SoftmaxCrossEntropy", logits, labels);
   CheckScalar("SoftmaxCrossEntropy", loss);
   if (dlogits) CheckSameNumel("SoftmaxCrossEntropy", logits, *dlogits);
@@ -205,18 +212,18 @@ void SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
                                   << ShapeToString(logits.shape());
   if (normalizer <= 0.f) normalizer = static_cast<float>(logits.dim(0));
   if (logits.dim(0) == 0) {
-    Fill(loss, 0.f);
+    Fill(lane, loss, 0.f);
     return;
   }
-  loss.backend().SoftmaxCrossEntropy(logits.data(), labels.data(),
+  lane.backend().SoftmaxCrossEntropy(lane, logits.data(), labels.data(),
                                      logits.dim(0), logits.dim(1), normalizer,
                                      loss.data(),
                                      dlogits ? dlogits->data() : nullptr);
 }
 
-void Mse(const Tensor& pred, const Tensor& target, Tensor& loss, Tensor* dpred,
+void Mse(const Lane& lane, const Tensor& pred, const Tensor& target, Tensor& loss, Tensor* dpred,
          float normalizer) {
-  CheckSameDevice("Mse", {&pred, &target, &loss, dpred});
+  CheckOperands("Mse", lane, {&pred, &target, &loss, dpred});
   TANDEM_CHECK(pred.shape() == target.shape())
       << "Mse: prediction " << ShapeToString(pred.shape()) << " and target "
       << ShapeToString(target.shape()) << " differ";
@@ -224,85 +231,91 @@ void Mse(const Tensor& pred, const Tensor& target, Tensor& loss, Tensor* dpred,
   if (dpred) CheckSameNumel("Mse", pred, *dpred);
   if (normalizer <= 0.f) normalizer = static_cast<float>(pred.numel());
   if (pred.numel() == 0) {
-    Fill(loss, 0.f);
+    Fill(lane, loss, 0.f);
     return;
   }
-  loss.backend().Mse(pred.data(), target.data(), pred.numel(), normalizer,
+  lane.backend().Mse(lane, pred.data(), target.data(), pred.numel(), normalizer,
                      loss.data(), dpred ? dpred->data() : nullptr);
 }
 
-void Argmax(const Tensor& x, Tensor& out) {
-  CheckSameDevice("Argmax", {&x, &out});
+void Argmax(const Lane& lane, const Tensor& x, Tensor& out) {
+  CheckOperands("Argmax", lane, {&x, &out});
   CheckMatrix("Argmax", "x", x);
   TANDEM_CHECK(out.numel() == x.dim(0))
       << "Argmax: out " << ShapeToString(out.shape()) << " for x "
       << ShapeToString(x.shape());
   TANDEM_CHECK(x.dim(1) > 0) << "Argmax of rows with no columns";
   if (x.dim(0) == 0) return;
-  out.backend().Argmax(x.data(), x.dim(0), x.dim(1), out.data());
+  lane.backend().Argmax(lane, x.data(), x.dim(0), x.dim(1), out.data());
 }
 
-void CountCorrect(const Tensor& logits, const Tensor& labels, Tensor& out) {
-  CheckSameDevice("CountCorrect", {&logits, &labels, &out});
+void CountCorrect(const Lane& lane, const Tensor& logits, const Tensor& labels, Tensor& out) {
+  CheckOperands("CountCorrect", lane, {&logits, &labels, &out});
   CheckLabels("CountCorrect", logits, labels);
   CheckScalar("CountCorrect", out);
   if (logits.dim(0) == 0) {
-    Fill(out, 0.f);
+    Fill(lane, out, 0.f);
     return;
   }
-  out.backend().CountCorrect(logits.data(), labels.data(), logits.dim(0),
+  lane.backend().CountCorrect(lane, logits.data(), labels.data(), logits.dim(0),
                              logits.dim(1), out.data());
 }
 
-void DropoutMask(float p, uint64_t seed, uint64_t offset, Tensor& mask) {
-  CheckSameDevice("DropoutMask", {&mask});
+void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset, Tensor& mask) {
+  CheckOperands("DropoutMask", lane, {&mask});
   TANDEM_CHECK(p >= 0.f && p < 1.f) << "DropoutMask: p must be in [0, 1), got "
                                     << p;
   if (mask.numel() == 0) return;
-  mask.backend().DropoutMask(p, seed, offset, mask.data(), mask.numel());
+  lane.backend().DropoutMask(lane, p, seed, offset, mask.data(), mask.numel());
 }
 
-void TrackNonFinite(const Tensor& loss, int64_t step, Tensor& first_bad) {
-  CheckSameDevice("TrackNonFinite", {&loss, &first_bad});
+void TrackNonFinite(const Lane& lane, const Tensor& loss, int64_t step, Tensor& first_bad) {
+  CheckOperands("TrackNonFinite", lane, {&loss, &first_bad});
   CheckScalar("TrackNonFinite", loss);
   CheckScalar("TrackNonFinite", first_bad);
   TANDEM_CHECK(step >= 0 && step < (int64_t{1} << 24))
       << "TrackNonFinite: step " << step << " is not exact as a float";
-  first_bad.backend().TrackNonFinite(loss.data(), step, first_bad.data());
+  lane.backend().TrackNonFinite(lane, loss.data(), step, first_bad.data());
 }
 
-void SgdUpdate(const SgdParams& params, Tensor& param, const Tensor& grad,
+void SgdUpdate(const Lane& lane, const SgdParams& params, Tensor& param, const Tensor& grad,
                Tensor* velocity) {
-  CheckSameDevice("SgdUpdate", {&param, &grad, velocity});
+  CheckOperands("SgdUpdate", lane, {&param, &grad, velocity});
   CheckSameNumel("SgdUpdate", param, grad);
   TANDEM_CHECK(params.momentum == 0.f || velocity != nullptr)
       << "SgdUpdate: momentum " << params.momentum << " needs a velocity buffer";
   if (velocity) CheckSameNumel("SgdUpdate", param, *velocity);
   if (param.numel() == 0) return;
-  param.backend().SgdUpdate(params, param.data(), grad.data(),
+  lane.backend().SgdUpdate(lane, params, param.data(), grad.data(),
                             velocity ? velocity->data() : nullptr,
                             param.numel());
 }
 
-void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,
+void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step, Tensor& param,
                  const Tensor& grad, Tensor& m, Tensor& v) {
-  CheckSameDevice("AdamWUpdate", {&param, &grad, &m, &v});
+  CheckOperands("AdamWUpdate", lane, {&param, &grad, &m, &v});
   CheckSameNumel("AdamWUpdate", param, grad);
   CheckSameNumel("AdamWUpdate", param, m);
   CheckSameNumel("AdamWUpdate", param, v);
   TANDEM_CHECK(step >= 1) << "AdamWUpdate: step counts from 1, got " << step;
   if (param.numel() == 0) return;
-  param.backend().AdamWUpdate(params, step, param.data(), grad.data(), m.data(),
+  lane.backend().AdamWUpdate(lane, params, step, param.data(), grad.data(), m.data(),
                               v.data(), param.numel());
 }
 
-SideLane::SideLane(Device device) : backend_(GetBackend(device)) {
-  backend_.BeginSideLane();
+void WaitFor(const Lane& waiter, const Lane& producer) {
+  TANDEM_CHECK(waiter.valid() && producer.valid())
+      << "WaitFor(" << waiter.Describe() << ", " << producer.Describe()
+      << "): both lanes must be given";
+  if (SameQueue(waiter, producer)) return;
+  const Device from = producer.device();
+  if (from.is_cpu()) return;  // CPU work is done when its call returns
+  if (waiter.device().is_cpu()) {
+    producer.backend().Synchronize(producer);
+    return;
+  }
+  producer.backend().WaitFor(waiter, producer);
 }
-
-SideLane::~SideLane() { backend_.EndSideLane(); }
-
-void JoinSideLane(Device device) { GetBackend(device).JoinSideLane(); }
 
 }  // namespace ops
 }  // namespace tandem

@@ -1,27 +1,45 @@
 // The public op set on Tensors. Each op checks shapes and devices, then runs
-// on the tensors' device through its Backend (core/backend.h). Outputs are
-// passed in, so callers control allocation; ops never resize.
+// on a lane (core/lane.h) of the tensors' device through its Backend
+// (core/backend.h). Outputs are passed in, so callers control allocation;
+// ops never resize.
+//
+// Every op takes the lane it runs on as its first argument; the same op
+// without a lane runs on the main lane of its operands' device:
 //
 //   Tensor y = Tensor::Empty({batch, out}, x.device());
-//   ops::Gemm(x, false, w, true, y);               // y = x w^T
-//   ops::BiasActivation(Activation::kRelu, y, b, nullptr, y);
+//   ops::Gemm(x, false, w, true, y);               // y = x w^T, main lane
+//   ops::Gemm(lane, dy, true, x, false, dw);       // dw = dy^T x, on `lane`
+//   ops::WaitFor(main, lane);                      // main's later ops see dw
 //
 // Errors name the op and the shapes, e.g.
 //   "Gemm: op(a) is [64, 200] but op(b) is [256, 128]: inner dimensions differ"
+//
+// Aliasing: an output may be the same tensor as an input of the same shape
+// in the element-wise ops (Add, Sub, Mul, Axpy, Scale, ActivationForward,
+// ActivationBackward, BiasActivation's x and out, the updates' param); GEMM
+// outputs must not overlap a or b (GemmOptions::c may be d).
 #ifndef TANDEM_CORE_OPS_H_
 #define TANDEM_CORE_OPS_H_
 
 #include <cstdint>
 
 #include "core/backend.h"
+#include "core/lane.h"
 #include "core/tensor.h"
 
 namespace tandem {
 namespace ops {
 
+// `waiter`'s later work runs after everything queued on `producer` so far;
+// the host does not wait, unless the waiter is the CPU and the producer a
+// GPU (then the host blocks until the producer is there). Nothing when both
+// are the same queue or the producer is the CPU. The lanes may belong to
+// different devices.
+void WaitFor(const Lane& waiter, const Lane& producer);
+
 // c = alpha * op(a) op(b) + beta * c for 2-D a, b, c.
-void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-          Tensor& c, float alpha = 1.f, float beta = 0.f);
+void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b,
+          bool trans_b, Tensor& c, float alpha = 1.f, float beta = 0.f);
 // The general form: d = act(alpha op(a) op(b) + beta c + bias), for a
 // result in its own buffer (c defaults to d) and a fused bias and
 // activation (Backend::GemmEx).
@@ -32,69 +50,135 @@ struct GemmOptions {
   const Tensor* bias = nullptr;  // [n], added to every row; null: none
   Activation activation = Activation::kIdentity;
 };
-void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-          Tensor& d, const GemmOptions& options);
+void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b,
+          bool trans_b, Tensor& d, const GemmOptions& options);
 // out = act(x + bias) with x [rows, cols] and bias [cols]; pre (optional)
 // receives x + bias. x may be the same tensor as out or pre.
-void BiasActivation(Activation activation, const Tensor& x, const Tensor& bias,
-                    Tensor* pre, Tensor& out);
+void BiasActivation(const Lane& lane, Activation activation, const Tensor& x,
+                    const Tensor& bias, Tensor* pre, Tensor& out);
 // x += bias, row by row.
-void AddBias(Tensor& x, const Tensor& bias);
+void AddBias(const Lane& lane, Tensor& x, const Tensor& bias);
 // out = beta * out + alpha * column sums of x [rows, cols]; out is [cols].
-void ColumnSums(const Tensor& x, Tensor& out, float beta = 0.f,
-                float alpha = 1.f);
-void Add(const Tensor& a, const Tensor& b, Tensor& out);
-void Sub(const Tensor& a, const Tensor& b, Tensor& out);
-void Mul(const Tensor& a, const Tensor& b, Tensor& out);
+void ColumnSums(const Lane& lane, const Tensor& x, Tensor& out,
+                float beta = 0.f, float alpha = 1.f);
+void Add(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out);
+void Sub(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out);
+void Mul(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out);
 // y += alpha * x
-void Axpy(float alpha, const Tensor& x, Tensor& y);
-void Scale(Tensor& x, float alpha);
-void Fill(Tensor& x, float value);
-void ActivationForward(Activation activation, const Tensor& x, Tensor& y);
+void Axpy(const Lane& lane, float alpha, const Tensor& x, Tensor& y);
+void Scale(const Lane& lane, Tensor& x, float alpha);
+void Fill(const Lane& lane, Tensor& x, float value);
+void ActivationForward(const Lane& lane, Activation activation,
+                       const Tensor& x, Tensor& y);
 // dx = dy * act'(x), or += when accumulate.
-void ActivationBackward(Activation activation, const Tensor& x,
-                        const Tensor& dy, Tensor& dx, bool accumulate = false);
+void ActivationBackward(const Lane& lane, Activation activation,
+                        const Tensor& x, const Tensor& dy, Tensor& dx,
+                        bool accumulate = false);
 // loss [1] = mean-style cross-entropy of softmax(logits [rows, classes])
 // against labels [rows] (class indices as floats), divided by normalizer
-// (<= 0 means rows). dlogits, if given, gets the gradient of loss.
-void SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
-                         Tensor& loss, Tensor* dlogits,
+// (<= 0 means rows). dlogits, if given, gets the gradient of loss. Main
+// lane only (it uses scratch memory).
+void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits,
+                         const Tensor& labels, Tensor& loss, Tensor* dlogits,
                          float normalizer = 0.f);
-// loss [1] = sum (pred - target)^2 / normalizer (<= 0 means numel).
-void Mse(const Tensor& pred, const Tensor& target, Tensor& loss, Tensor* dpred,
-         float normalizer = 0.f);
+// loss [1] = sum (pred - target)^2 / normalizer (<= 0 means numel). Main
+// lane only.
+void Mse(const Lane& lane, const Tensor& pred, const Tensor& target,
+         Tensor& loss, Tensor* dpred, float normalizer = 0.f);
 // out [rows] = argmax of each row of x [rows, cols].
-void Argmax(const Tensor& x, Tensor& out);
-// out [1] = number of rows of logits whose argmax equals labels.
-void CountCorrect(const Tensor& logits, const Tensor& labels, Tensor& out);
-void DropoutMask(float p, uint64_t seed, uint64_t offset, Tensor& mask);
+void Argmax(const Lane& lane, const Tensor& x, Tensor& out);
+// out [1] = number of rows of logits whose argmax equals labels. Main lane
+// only.
+void CountCorrect(const Lane& lane, const Tensor& logits, const Tensor& labels,
+                  Tensor& out);
+void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
+                 Tensor& mask);
 // first_bad [1] (start it at -1) records the first step whose loss [1] was
 // NaN or infinite. Steps must be < 2^24 to be exact in a float.
-void TrackNonFinite(const Tensor& loss, int64_t step, Tensor& first_bad);
-// The side lane of `device`'s backend (Backend::BeginSideLane): ops the
-// calling thread queues while a SideLane is alive go there.
-//
-//   { ops::SideLane side(x.device());
-//     ops::Gemm(dz, true, x, false, dw, 1.f, 0.f); }  // beside what follows
-//   ...
-//   ops::JoinSideLane(x.device());                     // before reading dw
-class SideLane {
- public:
-  explicit SideLane(Device device);
-  ~SideLane();
-  SideLane(const SideLane&) = delete;
-  SideLane& operator=(const SideLane&) = delete;
+void TrackNonFinite(const Lane& lane, const Tensor& loss, int64_t step,
+                    Tensor& first_bad);
+void SgdUpdate(const Lane& lane, const SgdParams& params, Tensor& param,
+               const Tensor& grad, Tensor* velocity);
+void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
+                 Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
 
- private:
-  Backend& backend_;
-};
-// The main lane of `device` waits for the side lane's work so far.
-void JoinSideLane(Device device);
+// The same ops on the main lane of their output's device.
+inline Lane MainLaneOf(const Tensor& t) { return t.backend().main_lane(); }
 
-void SgdUpdate(const SgdParams& params, Tensor& param, const Tensor& grad,
-               Tensor* velocity);
-void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,
-                 const Tensor& grad, Tensor& m, Tensor& v);
+inline void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                 Tensor& c, float alpha = 1.f, float beta = 0.f) {
+  Gemm(MainLaneOf(c), a, trans_a, b, trans_b, c, alpha, beta);
+}
+inline void Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                 Tensor& d, const GemmOptions& options) {
+  Gemm(MainLaneOf(d), a, trans_a, b, trans_b, d, options);
+}
+inline void BiasActivation(Activation activation, const Tensor& x,
+                           const Tensor& bias, Tensor* pre, Tensor& out) {
+  BiasActivation(MainLaneOf(out), activation, x, bias, pre, out);
+}
+inline void AddBias(Tensor& x, const Tensor& bias) {
+  AddBias(MainLaneOf(x), x, bias);
+}
+inline void ColumnSums(const Tensor& x, Tensor& out, float beta = 0.f,
+                       float alpha = 1.f) {
+  ColumnSums(MainLaneOf(out), x, out, beta, alpha);
+}
+inline void Add(const Tensor& a, const Tensor& b, Tensor& out) {
+  Add(MainLaneOf(out), a, b, out);
+}
+inline void Sub(const Tensor& a, const Tensor& b, Tensor& out) {
+  Sub(MainLaneOf(out), a, b, out);
+}
+inline void Mul(const Tensor& a, const Tensor& b, Tensor& out) {
+  Mul(MainLaneOf(out), a, b, out);
+}
+inline void Axpy(float alpha, const Tensor& x, Tensor& y) {
+  Axpy(MainLaneOf(y), alpha, x, y);
+}
+inline void Scale(Tensor& x, float alpha) { Scale(MainLaneOf(x), x, alpha); }
+inline void Fill(Tensor& x, float value) { Fill(MainLaneOf(x), x, value); }
+inline void ActivationForward(Activation activation, const Tensor& x,
+                              Tensor& y) {
+  ActivationForward(MainLaneOf(y), activation, x, y);
+}
+inline void ActivationBackward(Activation activation, const Tensor& x,
+                               const Tensor& dy, Tensor& dx,
+                               bool accumulate = false) {
+  ActivationBackward(MainLaneOf(dx), activation, x, dy, dx, accumulate);
+}
+inline void SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
+                                Tensor& loss, Tensor* dlogits,
+                                float normalizer = 0.f) {
+  SoftmaxCrossEntropy(MainLaneOf(loss), logits, labels, loss, dlogits,
+                      normalizer);
+}
+inline void Mse(const Tensor& pred, const Tensor& target, Tensor& loss,
+                Tensor* dpred, float normalizer = 0.f) {
+  Mse(MainLaneOf(loss), pred, target, loss, dpred, normalizer);
+}
+inline void Argmax(const Tensor& x, Tensor& out) {
+  Argmax(MainLaneOf(out), x, out);
+}
+inline void CountCorrect(const Tensor& logits, const Tensor& labels,
+                         Tensor& out) {
+  CountCorrect(MainLaneOf(out), logits, labels, out);
+}
+inline void DropoutMask(float p, uint64_t seed, uint64_t offset, Tensor& mask) {
+  DropoutMask(MainLaneOf(mask), p, seed, offset, mask);
+}
+inline void TrackNonFinite(const Tensor& loss, int64_t step,
+                           Tensor& first_bad) {
+  TrackNonFinite(MainLaneOf(first_bad), loss, step, first_bad);
+}
+inline void SgdUpdate(const SgdParams& params, Tensor& param,
+                      const Tensor& grad, Tensor* velocity) {
+  SgdUpdate(MainLaneOf(param), params, param, grad, velocity);
+}
+inline void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,
+                        const Tensor& grad, Tensor& m, Tensor& v) {
+  AdamWUpdate(MainLaneOf(param), params, step, param, grad, m, v);
+}
 
 }  // namespace ops
 }  // namespace tandem

@@ -46,8 +46,8 @@ void CheckShape(const Shape& shape) {
 Storage::Storage(Device device, int64_t num_elements)
     : device_(device),
       num_elements_(num_elements),
-      allocator_(&GetBackend(device).allocator()) {
-  data_ = static_cast<float*>(allocator_->Allocate(
+      context_(SharedBackend(device)) {
+  data_ = static_cast<float*>(context_->allocator().Allocate(
       static_cast<size_t>(num_elements) * sizeof(float)));
 }
 
@@ -55,7 +55,7 @@ Storage::Storage(Device device, int64_t num_elements, float* data,
                  std::function<void()> release)
     : device_(device),
       num_elements_(num_elements),
-      allocator_(nullptr),
+      context_(SharedBackend(device)),
       data_(data),
       release_(std::move(release)) {}
 
@@ -64,7 +64,7 @@ Storage::~Storage() {
     release_();
     return;
   }
-  allocator_->Free(
+  context_->allocator().Free(
       data_, static_cast<size_t>(num_elements_) * sizeof(float));
 }
 
@@ -93,7 +93,8 @@ Tensor Tensor::Zeros(const Shape& shape, Device device) {
 
 Tensor Tensor::Full(const Shape& shape, float value, Device device) {
   Tensor t = Empty(shape, device);
-  if (t.numel() > 0) t.backend().Fill(value, t.data(), t.numel());
+  Backend& backend = t.backend();
+  if (t.numel() > 0) backend.Fill(backend.main_lane(), value, t.data(), t.numel());
   return t;
 }
 
@@ -103,7 +104,11 @@ Tensor Tensor::FromVector(const std::vector<float>& values, const Shape& shape,
   TANDEM_CHECK(static_cast<int64_t>(values.size()) == t.numel())
       << "FromVector got " << values.size() << " values for shape "
       << ShapeToString(shape) << " (" << t.numel() << " elements)";
-  if (t.numel() > 0) t.backend().CopyHostToDevice(values.data(), t.data(), t.numel());
+  Backend& backend = t.backend();
+  if (t.numel() > 0) {
+    backend.CopyHostToDevice(backend.main_lane(), values.data(), t.data(),
+                             t.numel() * sizeof(float));
+  }
   return t;
 }
 
@@ -119,7 +124,10 @@ Device Tensor::device() const {
   return storage_->device();
 }
 
-Backend& Tensor::backend() const { return GetBackend(device()); }
+Backend& Tensor::backend() const {
+  TANDEM_CHECK(defined(), "use of an undefined tensor");
+  return storage_->backend();
+}
 
 float* Tensor::data() const {
   TANDEM_CHECK(defined(), "use of an undefined tensor");
@@ -159,31 +167,43 @@ Tensor Tensor::To(Device target) const {
 }
 
 void Tensor::CopyFrom(const Tensor& src) {
+  const Tensor& on = device().is_cpu() ? src : *this;
+  CopyFrom(src, on.backend().main_lane());
+}
+
+void Tensor::CopyFrom(const Tensor& src, const Lane& lane) {
   TANDEM_CHECK(src.numel() == numel())
       << "CopyFrom: source " << ShapeToString(src.shape()) << " and destination "
       << ShapeToString(shape_) << " differ in size";
-  const int64_t n = numel();
-  if (n == 0) return;
+  const size_t bytes = static_cast<size_t>(numel()) * sizeof(float);
+  if (bytes == 0) return;
   const Device from = src.device();
   const Device to = device();
+  const Device lane_device = to.is_cpu() ? from : to;
+  TANDEM_CHECK(lane.device() == lane_device)
+      << "CopyFrom from " << from << " to " << to << " on " << lane.Describe()
+      << ": the lane must belong to " << lane_device;
   if (from == to) {
-    backend().CopyDeviceToDevice(src.data(), data(), n);
+    lane.backend().CopyDeviceToDevice(lane, src.data(), data(), bytes);
   } else if (from.is_cpu()) {
-    backend().CopyHostToDevice(src.data(), data(), n);
+    lane.backend().CopyHostToDevice(lane, src.data(), data(), bytes);
   } else if (to.is_cpu()) {
-    src.backend().CopyDeviceToHost(src.data(), data(), n);
+    lane.backend().CopyDeviceToHost(lane, src.data(), data(), bytes);
   } else {
     // Between two GPUs: through the host, correct if not fast. Pipeline
-    // stages use peer copies on streams instead.
-    std::vector<float> host(n);
-    src.backend().CopyDeviceToHost(src.data(), host.data(), n);
-    backend().CopyHostToDevice(host.data(), data(), n);
+    // stages use peer copies on lanes instead (Backend::CopyFromPeer).
+    std::vector<float> host(numel());
+    Backend& source = src.backend();
+    source.CopyDeviceToHost(source.main_lane(), src.data(), host.data(), bytes);
+    lane.backend().CopyHostToDevice(lane, host.data(), data(), bytes);
   }
 }
 
 std::vector<float> Tensor::ToVector() const {
   std::vector<float> host(numel());
-  if (!host.empty()) backend().CopyDeviceToHost(data(), host.data(), numel());
+  if (host.empty()) return host;
+  Backend& b = backend();
+  b.CopyDeviceToHost(b.main_lane(), data(), host.data(), host.size() * sizeof(float));
   return host;
 }
 
@@ -191,7 +211,8 @@ float Tensor::Item() const {
   TANDEM_CHECK(numel() == 1) << "Item() of a tensor of shape "
                              << ShapeToString(shape_);
   float value = 0.f;
-  backend().CopyDeviceToHost(data(), &value, 1);
+  Backend& b = backend();
+  b.CopyDeviceToHost(b.main_lane(), data(), &value, sizeof(float));
   return value;
 }
 

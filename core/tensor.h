@@ -9,6 +9,10 @@
 //   Tensor row = x.Slice(1, 2);                 // [1, 3] view of row 1
 //   Tensor g = x.To(Device::Cuda(0));           // deep copy to the GPU
 //   std::vector<float> back = g.ToVector();     // host copy
+//
+// Copies and host reads run on the main lane of the tensor's device
+// (core/lane.h): work on other lanes must be ordered before them
+// (ops::WaitFor).
 #ifndef TANDEM_CORE_TENSOR_H_
 #define TANDEM_CORE_TENSOR_H_
 
@@ -19,10 +23,10 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/lane.h"
 
 namespace tandem {
 
-class Allocator;
 class Backend;
 using Shape = std::vector<int64_t>;
 
@@ -30,7 +34,8 @@ int64_t NumElements(const Shape& shape);
 // "[64, 784]"
 std::string ShapeToString(const Shape& shape);
 
-// Owns one allocation from a device's allocator.
+// Owns one allocation from a device's allocator, and a share of the
+// device's context, which therefore outlives every storage made from it.
 class Storage {
  public:
   Storage(Device device, int64_t num_elements);
@@ -44,11 +49,12 @@ class Storage {
   float* data() const { return data_; }
   int64_t num_elements() const { return num_elements_; }
   Device device() const { return device_; }
+  Backend& backend() const { return *context_; }
 
  private:
   Device device_;
   int64_t num_elements_;
-  Allocator* allocator_;  // the device context's; outlives every storage
+  std::shared_ptr<Backend> context_;
   float* data_;
   std::function<void()> release_;  // set for wrapped memory instead
 };
@@ -95,8 +101,12 @@ class Tensor {
   Tensor Clone() const;
   // A deep copy on `device` (a shared handle if already there).
   Tensor To(Device device) const;
-  // Copies src's elements into this tensor (same numel; any devices).
+  // Copies src's elements into this tensor (same numel; any devices), on
+  // the main lane of this tensor's device (of src's when this is on the CPU).
   void CopyFrom(const Tensor& src);
+  // The same on `lane`, a lane of this tensor's device (src's when this is
+  // on the CPU).
+  void CopyFrom(const Tensor& src, const Lane& lane);
   // A host copy of the elements (waits for the device).
   std::vector<float> ToVector() const;
   // The single element of a one-element tensor (waits for the device).

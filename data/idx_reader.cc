@@ -136,11 +136,9 @@ std::string ReadableFile(const std::string& path, const char* what) {
   return path;
 }
 
-}  // namespace
-
-IdxArray ReadIdx(const std::string& path) {
-  GzReader reader(path);
-
+// Reads the magic number and the dimension sizes, checking each; returns the
+// dimensions, e.g. [60000, 28, 28].
+std::vector<int64_t> ReadHeader(GzReader& reader, const std::string& path) {
   std::array<uint8_t, 4> magic{};
   const size_t magic_bytes = reader.Read(magic.data(), magic.size());
   TANDEM_CHECK(magic_bytes == magic.size())
@@ -168,25 +166,38 @@ IdxArray ReadIdx(const std::string& path) {
       << " dimension sizes (" << header.size() << " bytes), found "
       << header_bytes << " bytes";
 
-  IdxArray array;
+  std::vector<int64_t> dims;
   for (int d = 0; d < num_dims; ++d) {
     const uint8_t* b = &header[4 * d];  // big-endian uint32
-    array.dims.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) |
-                         (int64_t{b[2]} << 8) | int64_t{b[3]});
+    dims.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) |
+                   (int64_t{b[2]} << 8) | int64_t{b[3]});
   }
+  return dims;
+}
+
+// The product of `dims`, checking that each is at least 1 and the product
+// stays below kMaxElements.
+int64_t CountElements(const std::vector<int64_t>& dims,
+                      const std::string& path) {
   int64_t num_elements = 1;
-  for (int d = 0; d < num_dims; ++d) {
-    const int64_t size = array.dims[d];
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const int64_t size = dims[d];
     TANDEM_CHECK(size > 0) << path << ": bad IDX header: dimension " << d
-                           << " of " << DimsToString(array.dims)
+                           << " of " << DimsToString(dims)
                            << " is 0, expected at least 1";
     // Dividing first keeps the product itself from overflowing.
     TANDEM_CHECK(num_elements <= kMaxElements / size)
-        << path << ": bad IDX header: dimensions " << DimsToString(array.dims)
+        << path << ": bad IDX header: dimensions " << DimsToString(dims)
         << " make 2^31 or more elements, expected fewer";
     num_elements *= size;
   }
+  return num_elements;
+}
 
+// Reads the `num_elements` data bytes into array.data; throws if the file
+// ends first.
+void ReadData(GzReader& reader, const std::string& path, int64_t num_elements,
+              IdxArray& array) {
   // The header's promise does not size the allocation: a 12-byte file may
   // promise 2 GiB (the fuzzer found exactly that). Reserve no more than the
   // file can hold, then grow the buffer only as bytes arrive.
@@ -206,9 +217,12 @@ IdxArray ReadIdx(const std::string& path) {
       << path << ": truncated: header promises " << num_elements
       << " bytes of data (" << DimsToString(array.dims) << "), found "
       << data_bytes;
+}
 
-  // Trailing bytes mean the header and the data disagree (a wrong header,
-  // or two files concatenated); silently ignoring them would hide that.
+// Trailing bytes mean the header and the data disagree (a wrong header, or
+// two files concatenated); silently ignoring them would hide that.
+void CheckNoTrailingBytes(GzReader& reader, const std::string& path,
+                          int64_t num_elements, const IdxArray& array) {
   std::array<uint8_t, 4096> rest;
   size_t trailing = 0;
   for (size_t got; (got = reader.Read(rest.data(), rest.size())) > 0;) {
@@ -218,6 +232,17 @@ IdxArray ReadIdx(const std::string& path) {
       << path << ": " << trailing << " trailing bytes after the "
       << num_elements << " bytes of data the header promises ("
       << DimsToString(array.dims) << ")";
+}
+
+}  // namespace
+
+IdxArray ReadIdx(const std::string& path) {
+  GzReader reader(path);
+  IdxArray array;
+  array.dims = ReadHeader(reader, path);
+  const int64_t num_elements = CountElements(array.dims, path);
+  ReadData(reader, path, num_elements, array);
+  CheckNoTrailingBytes(reader, path, num_elements, array);
   return array;
 }
 

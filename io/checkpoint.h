@@ -1,5 +1,5 @@
-// Checkpoints: the training state as plain host data, and the file format
-// that stores it.
+// Checkpoints: the training state as plain host data, captured from a model
+// and an optimizer and restored into them.
 //
 // A CheckpointState is a pure value: named host tensors (parameters and
 // optimizer state), the optimizer's step count, where in the data the run
@@ -19,80 +19,23 @@
 //   Restore(state, model, optimizer);  // throws, changing nothing, on mismatch
 //   batches.Seek(state.batch_in_epoch);
 //
-// The file format (version 1; every integer and float little-endian):
-//
-//   "TANDEMCK"                              8-byte magic
-//   u32 format_version                      1
-//   u64 body_bytes                          bytes of the body that follows
-//   body:
-//     i64 step, i64 epoch, i64 batch_in_epoch, u64 seed
-//     u64 n, u64 rng_words[n]
-//     u64 n, then n x { str key, u64 m, u64 words[m] }       extra_u64
-//     u64 n, then n x { str name, u32 rank, i64 dims[rank],
-//                       f32 data[product(dims)] }             tensors
-//   u32 crc32                               zlib's crc32 of every byte after
-//                                           the magic and before the crc
-//   (str = u32 length, then that many bytes of UTF-8; no terminator)
-//
-// WriteCheckpoint replaces the file atomically (see Note [Atomic replace] in
-// checkpoint.cc): after a crash or a kill during a save, the path holds
-// either the previous checkpoint or the new one, never a mixture.
-// ReadCheckpoint throws tandem::Error naming the file for every malformed
-// input (missing, not a checkpoint, another format version, truncated,
-// corrupt, inconsistent) and never allocates more than the file's size.
+// The state's file (format, atomic write, validating read) is
+// io/checkpoint_format.h, which this header includes: WriteCheckpoint,
+// ReadCheckpoint, CheckpointState.
 #ifndef TANDEM_IO_CHECKPOINT_H_
 #define TANDEM_IO_CHECKPOINT_H_
 
-#include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "io/checkpoint_format.h"
 #include "layers/layer.h"
 #include "layers/optimizer.h"
 
 namespace tandem {
-
-// The format version this build writes and the only one it reads.
-inline constexpr uint32_t kCheckpointFormatVersion = 1;
-
-// One tensor of a checkpoint, on the host.
-struct NamedTensor {
-  std::string name;          // "fc1.weight", "fc1.weight.adam_m"
-  Shape shape;               // [512, 784]
-  std::vector<float> data;   // NumElements(shape) floats, row-major
-
-  bool operator==(const NamedTensor& other) const;  // bitwise on data
-};
-
-struct CheckpointState {
-  // Optimizer steps taken (Optimizer::steps()); also the global step count
-  // of a trainer that steps once per global batch.
-  int64_t step = 0;
-  // The data position: the epoch in progress and how many of its batches
-  // are done (BatchIterator::position()). Resuming continues with batch
-  // `batch_in_epoch` of EpochOrder(seed, epoch).
-  int64_t epoch = 0;
-  int64_t batch_in_epoch = 0;
-  // The run's seed (shuffling, initialisation).
-  uint64_t seed = 0;
-  // A host RNG's state (RngWords), or empty.
-  std::vector<uint64_t> rng_words;
-  // Named lists of words: Capture stores each Dropout layer's offset as
-  // "dropout.<layer name>.offset"; trainers may add their own keys.
-  std::map<std::string, std::vector<uint64_t>> extra_u64;
-  // Parameters, then optimizer state, in the order Capture met them.
-  std::vector<NamedTensor> tensors;
-
-  // Bitwise equality (NaN payloads included); for tests and the fuzzer.
-  bool operator==(const CheckpointState& other) const;
-  bool operator!=(const CheckpointState& other) const {
-    return !(*this == other);
-  }
-};
 
 // What the trainer knows and the model does not.
 struct TrainingProgress {
@@ -130,27 +73,6 @@ void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer);
 std::vector<uint64_t> RngWords(const Rng& rng);
 Rng RestoreRng(const CheckpointState& state);
 
-// Writes `state` to `path` atomically: to path + ".tmp", fsync, rename over
-// `path`, fsync the directory. Throws tandem::Error naming the path when any
-// step fails (the previous checkpoint, if any, is then untouched).
-void WriteCheckpoint(const std::string& path, const CheckpointState& state);
-
-// Reads and fully validates a checkpoint; see the format above.
-CheckpointState ReadCheckpoint(const std::string& path);
-
-namespace internal {
-
-// The bytes WriteCheckpoint writes for `state`.
-std::string EncodeCheckpoint(const CheckpointState& state);
-
-// Parses a checkpoint held in memory; errors start with `name`.
-// verify_checksum = false is for the fuzzer only, so that it explores the
-// parser behind the checksum; every other check still applies.
-CheckpointState DecodeCheckpoint(const uint8_t* data, size_t size,
-                                 const std::string& name,
-                                 bool verify_checksum = true);
-
-}  // namespace internal
 }  // namespace tandem
 
 #endif  // TANDEM_IO_CHECKPOINT_H_

@@ -1,51 +1,37 @@
 #include "layers/layer.h"
 
+#include "core/backend_registry.h"
 #include "core/ops.h"
 
 namespace tandem {
 
-const char* GradTargetName(GradTarget::Kind kind) {
-  switch (kind) {
-    case GradTarget::kAccumulate: return "accumulate";
-    case GradTarget::kOverwrite: return "overwrite";
-    case GradTarget::kApplySgd: return "apply-sgd";
-  }
-  return "?";
+BackwardArgs BackwardArgs::For(Device device) {
+  Backend& backend = GetBackend(device);
+  BackwardArgs args;
+  args.lane = backend.main_lane();
+  args.param_lane = backend.side_lane();
+  return args;
 }
 
-bool Layer::SetGradTarget(GradTarget target) {
-  if (target.kind != GradTarget::kAccumulate && !Parameters().empty()) {
-    return false;
+Tensor Layer::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
+  // The simple form runs on the main lane and adds into the gradients.
+  const Lane main = ops::MainLaneOf(dy);
+  ops::WaitFor(main, args.lane);
+  std::vector<Parameter> params = Parameters();
+  if (args.update != nullptr || args.grad_mode == GradMode::kOverwrite) {
+    for (Parameter& p : params) ops::Fill(main, *p.grad, 0.f);
   }
-  grad_target_ = target;
-  return true;
-}
-
-Tensor Layer::BackwardNotifying(const Tensor& dy,
-                                const std::function<void()>& on_gradients_queued) {
-  // Cleared on every way out, so a later plain Backward notifies nobody.
-  struct Reset {
-    const std::function<void()>*& slot;
-    ~Reset() { slot = nullptr; }
-  } reset{on_gradients_queued_};
-  on_gradients_queued_ = on_gradients_queued ? &on_gradients_queued : nullptr;
   Tensor dx = Backward(dy);
-  NotifyGradientsQueued();  // no-op if Backward already did
+  if (args.update != nullptr) {
+    for (Parameter& p : params) args.update->FromGradient(main, p.value, *p.grad);
+  }
+  ops::WaitFor(args.lane, main);
+  if (args.on_params_ready) args.on_params_ready();
   return dx;
 }
 
-void Layer::NotifyGradientsQueued() {
-  if (on_gradients_queued_ == nullptr) return;
-  const std::function<void()>* fn = on_gradients_queued_;
-  on_gradients_queued_ = nullptr;  // once per Backward
-  (*fn)();
-}
-
 void ZeroGrad(Layer& layer) {
-  for (Parameter& p : layer.Parameters()) {
-    ops::JoinSideLane(p.grad->device());  // free unless Backward left work
-    ops::Fill(*p.grad, 0.f);
-  }
+  for (Parameter& p : layer.Parameters()) ops::Fill(*p.grad, 0.f);
 }
 
 void MoveTo(Layer& layer, Device device) {

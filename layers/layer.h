@@ -3,10 +3,6 @@
 // A layer owns its parameters and their gradients. Forward caches what
 // Backward needs; Backward ADDS into the parameter gradients (so gradient
 // accumulation over micro-batches is free) and returns the input gradient.
-// Layers know nothing of communication: the data-parallel reducer learns that
-// a layer's gradients are ready from the backward loop (Sequential), not from
-// the layer; a layer may only say, mid-Backward, that its parameter
-// gradients are done (NotifyGradientsQueued).
 //
 //   class Scale : public Layer {
 //    public:
@@ -16,6 +12,15 @@
 //     std::string Name() const override { return name_; }
 //   };
 //
+// That simple Backward is all a layer needs. Callers that want more say so
+// per call, with BackwardArgs: which lanes to use, whether the input
+// gradient is wanted, whether gradients accumulate or overwrite, a callback
+// for the moment the parameter gradients are queued (data parallelism starts
+// reducing them then), and an optimizer step to fold into Backward. The
+// default BackwardWith(dy, args) serves all of that through the simple form;
+// layers that can do better (Linear) override it. Layers know nothing of
+// communication.
+//
 // See docs/custom_layers.md and examples/custom_layer/.
 #ifndef TANDEM_LAYERS_LAYER_H_
 #define TANDEM_LAYERS_LAYER_H_
@@ -24,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lane.h"
 #include "core/tensor.h"
 
 namespace tandem {
@@ -37,44 +43,78 @@ struct Parameter {
   Tensor* grad;
 };
 
-// Where Backward puts a layer's parameter gradients.
-//   kAccumulate: added to the gradient tensors (the default), so several
-//     backward passes (micro-batches) accumulate between ZeroGrad calls.
-//   kOverwrite: written over them; no ZeroGrad is needed, and no gradient is
-//     read back, when each step has one backward pass.
-//   kApplySgd: Backward writes each gradient and applies plain SGD to its
-//     parameters at once (p -= lr * dL/dp), layer by layer, instead of one
-//     optimizer pass after backward: on a GPU the updates then run beside
-//     the next layers' backward GEMMs. Only for plain SGD (no momentum or
-//     weight decay) with nothing that must see the gradients before the
-//     update (no all-reduce, no clipping): see Sgd::FuseIntoBackward.
-struct GradTarget {
-  enum Kind { kAccumulate, kOverwrite, kApplySgd };
-  Kind kind = kAccumulate;
-  float lr = 0.f;  // kApplySgd only
-
-  static GradTarget Accumulate() { return {kAccumulate, 0.f}; }
-  static GradTarget Overwrite() { return {kOverwrite, 0.f}; }
-  static GradTarget ApplySgd(float lr) { return {kApplySgd, lr}; }
+// How Backward writes parameter gradients.
+enum class GradMode {
+  kAccumulate,  // added to the gradients: micro-batches accumulate
+  kOverwrite,   // written over them: no ZeroGrad needed, nothing read back
 };
-const char* GradTargetName(GradTarget::Kind kind);
+
+// An optimizer step folded into Backward (Sgd::in_backward()): instead of
+// writing a parameter's gradient, a layer hands it over here, in the form it
+// would have computed it, and the update writes the new parameter value.
+// For one worker: nothing else may need the gradients.
+class InBackwardUpdate {
+ public:
+  virtual ~InBackwardUpdate() = default;
+  // The gradient of `param` is op(a) op(b) [param's shape]. The new value
+  // goes to a second buffer, so the layer may still read `param` on any lane
+  // until its Backward returns; the optimizer's Step makes it current.
+  virtual void FromGemm(const Lane& lane, Tensor* param, const Tensor& a,
+                        bool trans_a, const Tensor& b, bool trans_b) = 0;
+  // The gradient of `param` [cols] is the column sums of x [rows, cols].
+  // Updated in place on `lane`: the layer must not read `param` afterwards.
+  virtual void FromColumnSums(const Lane& lane, Tensor* param,
+                              const Tensor& x) = 0;
+  // Any other gradient, already computed. Updated in place, as above.
+  virtual void FromGradient(const Lane& lane, Tensor* param,
+                            const Tensor& grad) = 0;
+};
+
+// What the caller of Backward asks for, per call.
+struct BackwardArgs {
+  // Where the input gradient, and everything the layer does not put on
+  // param_lane, is queued. Its work so far is what Backward starts from.
+  Lane lane;
+  // Where parameter-gradient work may go, beside `lane` (after ordering
+  // itself after it). The same queue as `lane`: the parameter gradients are
+  // computed first, on it.
+  Lane param_lane;
+  // Whether the input gradient is wanted. When false, Backward may return an
+  // undefined Tensor (for a model's first layer, whose input is data: a GEMM
+  // saved).
+  bool input_grad = true;
+  GradMode grad_mode = GradMode::kAccumulate;
+  // Called once, as soon as every parameter gradient of this Backward is
+  // queued (on `lane` or `param_lane`): from inside Backward where the layer
+  // knows that moment (Linear: before its input-gradient GEMM), else on
+  // return. From then on the gradients may be read or reduced beside the
+  // rest of Backward, which must not touch them again.
+  std::function<void()> on_params_ready;
+  // When set, parameters are updated instead of their gradients written.
+  InBackwardUpdate* update = nullptr;
+
+  // The main lane of `device`, its side lane for parameter work, input
+  // gradient wanted, gradients accumulated.
+  static BackwardArgs For(Device device);
+};
 
 class Layer {
  public:
   virtual ~Layer() = default;
 
-  // x: [batch, ...] -> y: [batch, ...].
+  // x: [batch, ...] -> y: [batch, ...], queued on the main lane.
   virtual Tensor Forward(const Tensor& x) = 0;
-  // dy: gradient of the loss w.r.t. the last Forward's output. Adds into
-  // parameter gradients and returns the gradient w.r.t. its input.
+  // The simple form. dy: gradient of the loss w.r.t. the last Forward's
+  // output. Adds into the parameter gradients and returns the gradient
+  // w.r.t. the input, on the main lane.
   virtual Tensor Backward(const Tensor& dy) = 0;
-  // Backward(dy), calling `on_gradients_queued` exactly once, as soon as the
-  // parameter gradients are all queued: from inside Backward where the layer
-  // says so (NotifyGradientsQueued), else right after Backward returns.
-  // Sequential uses it so that the data-parallel reducer can start reducing
-  // a layer's gradients while the layer still computes its input gradient.
-  Tensor BackwardNotifying(const Tensor& dy,
-                           const std::function<void()>& on_gradients_queued);
+  // The full form: Backward with the caller's arguments. The default serves
+  // any args through the simple form: it orders the main lane after
+  // args.lane, clears the gradients first for kOverwrite or an update, runs
+  // Backward(dy), hands the gradients to args.update, orders args.lane after
+  // the main lane, and calls args.on_params_ready on return.
+  virtual Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args);
+
   virtual std::vector<Parameter> Parameters() { return {}; }
   // The instance name, e.g. "fc1"; used in errors, checkpoints and traces.
   virtual std::string Name() const = 0;
@@ -84,56 +124,14 @@ class Layer {
   void SetTraining(bool training) { training_ = training; OnModeChange(); }
   bool training() const { return training_; }
 
-  // Whether Backward must return the input gradient (default true). A
-  // model's first layer, whose input is data, need not: for Linear that
-  // saves a whole GEMM (2.4% of mlp-large's GEMM work, 14% of mlp-small's).
-  // A layer told false may return an undefined Tensor from Backward; layers
-  // that do not care ignore it. Sequential passes it on to its first layer.
-  virtual void SetNeedsInputGrad(bool needed) { needs_input_grad_ = needed; }
-  bool needs_input_grad() const { return needs_input_grad_; }
-
-  // Switches where Backward puts gradients (GradTarget). Returns false, and
-  // changes nothing, when the layer cannot: the default accepts any target
-  // for a layer without parameters and only kAccumulate otherwise, so a
-  // custom layer that adds into its gradients stays correct. Layers that
-  // implement the other targets override this (Linear, Sequential).
-  virtual bool SetGradTarget(GradTarget target);
-  const GradTarget& grad_target() const { return grad_target_; }
-
-  // A hint for Backward (default false): compute the parameter gradients
-  // before the input gradient instead of beside it. Data parallelism sets it
-  // on the layers nearest the input (ReducerOptions::gradients_first_layers):
-  // backward reaches their gradients last, and their all-reduce can then run
-  // beside the input-gradient GEMM rather than after it. Layers may ignore
-  // it; Linear honours it. Sequential passes it on to its layers.
-  virtual void SetGradientsFirst(bool first) { gradients_first_ = first; }
-  bool gradients_first() const { return gradients_first_; }
-
  protected:
   virtual void OnModeChange() {}
-  // Optional, for Backward implementations: every parameter gradient of this
-  // Backward is now written (or queued on the device), and the rest of
-  // Backward only computes the input gradient. From here the gradients may
-  // be all-reduced, read and overwritten, beside the rest of Backward, so it
-  // must not touch them again; it may still read the parameters, which
-  // nothing changes before Backward returns. A layer that never calls it is
-  // treated as calling it on return. Linear calls it between its
-  // weight-gradient and input-gradient GEMMs. Outside BackwardNotifying it
-  // does nothing.
-  void NotifyGradientsQueued();
-  // For overrides of SetGradTarget that accept `target`.
-  void set_grad_target(GradTarget target) { grad_target_ = target; }
 
  private:
   bool training_ = true;
-  bool needs_input_grad_ = true;
-  bool gradients_first_ = false;
-  GradTarget grad_target_;
-  // Set only inside BackwardNotifying; cleared once called.
-  const std::function<void()>* on_gradients_queued_ = nullptr;
 };
 
-// Sets every gradient of `layer` to zero.
+// Sets every gradient of `layer` to zero, on the main lane.
 void ZeroGrad(Layer& layer);
 // Moves parameters (and zeroed gradients) of `layer` to `device`.
 void MoveTo(Layer& layer, Device device);

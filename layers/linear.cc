@@ -91,8 +91,6 @@ Tensor Linear::Forward(const Tensor& x) {
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
-  // A previous Backward may have left an update of W on the side lane.
-  ops::JoinSideLane(x.device());
   input_ = x;
   Tensor y = Tensor::Empty({x.dim(0), out_}, x.device());
   if (options_.activation == Activation::kIdentity ||
@@ -120,78 +118,61 @@ Tensor Linear::Forward(const Tensor& x) {
   return out;
 }
 
-bool Linear::SetGradTarget(GradTarget target) {
-  TANDEM_CHECK(target.kind != GradTarget::kApplySgd || target.lr >= 0.f)
-      << "layer '" << name_ << "': SGD in backward needs a learning rate >= 0, got "
-      << target.lr;
-  set_grad_target(target);
-  return true;
+Tensor Linear::Backward(const Tensor& dy) {
+  const BackwardArgs args = BackwardArgs::For(dy.device());
+  Tensor dx = BackwardWith(dy, args);
+  ops::WaitFor(args.lane, args.param_lane);
+  return dx;
 }
 
-Tensor Linear::Backward(const Tensor& dy) {
+void Linear::CheckBackward(const Tensor& dy) const {
   TANDEM_CHECK(input_.defined()) << "layer '" << name_
                                  << "': Backward called before Forward";
   TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == input_.dim(0) && dy.dim(1) == out_)
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
       << ") got output gradient " << ShapeToString(dy.shape())
       << ": expected [" << input_.dim(0) << ", " << out_ << "]";
-  // A member, not a local: the side lane may still read it after Backward
-  // returns, and its memory must not be handed to the next layer meanwhile.
-  grad_output_ = dy;
-  if (options_.activation != Activation::kIdentity) {
-    grad_output_ = Tensor::Empty(dy.shape(), dy.device());
-    ops::ActivationBackward(options_.activation, pre_activation_, dy,
-                            grad_output_);
-  }
+}
+
+Tensor Linear::PreActivationGradient(const Lane& lane, const Tensor& dy) {
+  if (options_.activation == Activation::kIdentity) return dy;
+  Tensor dz = Tensor::Empty(dy.shape(), dy.device());
+  ops::ActivationBackward(lane, options_.activation, pre_activation_, dy, dz);
+  return dz;
+}
+
+// Note [Parameter lane]
+// The weight gradient needs nothing the layer below waits for, so it may run
+// beside the input-gradient GEMM: on a GPU the two then share the SMs and
+// neither leaves them idle at its tail. When the caller gives one lane for
+// both, the parameter gradients come first on it: their all-reduce can then
+// start while the input gradient is computed, instead of after both GEMMs
+// (Note [Gradients first] in parallel/reducer.cc). With an update (SGD in
+// backward) the weight GEMM writes the new weights itself, into a second
+// buffer, since the input-gradient GEMM still reads the old ones.
+void Linear::ParameterGradients(const BackwardArgs& args) {
+  const Lane& lane = args.param_lane;
+  ops::WaitFor(lane, args.lane);  // dz and the input are queued on args.lane
   const Tensor& dz = grad_output_;
-  const Device device = dy.device();
-  const bool apply_sgd = grad_target().kind == GradTarget::kApplySgd;
-  if (apply_sgd) {
-    // SGD in backward: W_next = W - lr dz^T x, written by the weight-gradient
-    // GEMM itself (no gradient is stored, read back or updated separately).
-    // It must not overwrite W, which the input-gradient GEMM below reads at
-    // the same time, so the new weights go to a second buffer and the two
-    // swap after this step; the bias, which backward does not read, is
-    // updated in place.
-    if (!weight_next_.defined() || weight_next_.device() != device) {
-      weight_next_ = Tensor::Empty(weight_.shape(), device);
-    }
-    ops::SideLane side(device);
-    ops::GemmOptions o;
-    o.alpha = -grad_target().lr;
-    o.beta = 1.f;
-    o.c = &weight_;
-    ops::Gemm(dz, true, input_, false, weight_next_, o);
-    if (options_.bias) ops::ColumnSums(dz, bias_, 1.f, -grad_target().lr);
-  } else {
-    // The weight gradient runs on the side lane beside the input gradient,
-    // which the next layer waits for; Sequential::Backward (and any reader
-    // of the gradients) joins the lanes. With gradients_first() it runs
-    // before the input gradient, on the main lane: beside it, the two GEMMs
-    // share the SMs and end together, so an all-reduce of the gradient
-    // could start only when the input gradient is done too (Note
-    // [Gradients first] in parallel/reducer.cc).
-    const float beta = grad_target().kind == GradTarget::kAccumulate ? 1.f : 0.f;
-    {
-      std::optional<ops::SideLane> side;
-      if (!gradients_first()) side.emplace(device);
-      ops::Gemm(dz, true, input_, false, weight_grad_, 1.f, beta);  // dz^T x
-      if (options_.bias) ops::ColumnSums(dz, bias_grad_, beta);
-    }
-    // The gradients are queued: data parallelism may start reducing them
-    // now, beside the input-gradient GEMM below, which reads only dz and W.
-    NotifyGradientsQueued();
+  if (args.update != nullptr) {
+    args.update->FromGemm(lane, &weight_, dz, true, input_, false);
+    if (options_.bias) args.update->FromColumnSums(lane, &bias_, dz);
+    return;
   }
-  Tensor dx;
-  if (needs_input_grad()) {
-    dx = Tensor::Empty(input_.shape(), device);
-    ops::Gemm(dz, false, weight_, false, dx);  // [batch, out] x [out, in]
-  }
-  if (apply_sgd) {
-    // SGD was applied above; the new weights are in weight_next_ (see
-    // there), so the two buffers trade places.
-    std::swap(weight_, weight_next_);
-  }
+  const float beta = args.grad_mode == GradMode::kAccumulate ? 1.f : 0.f;
+  ops::Gemm(lane, dz, true, input_, false, weight_grad_, 1.f, beta);  // dz^T x
+  if (options_.bias) ops::ColumnSums(lane, dz, bias_grad_, beta);
+}
+
+Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
+  CheckBackward(dy);
+  grad_output_ = PreActivationGradient(args.lane, dy);
+  // See Note [Parameter lane].
+  ParameterGradients(args);
+  if (args.on_params_ready) args.on_params_ready();
+  if (!args.input_grad) return Tensor();
+  Tensor dx = Tensor::Empty(input_.shape(), dy.device());
+  ops::Gemm(args.lane, grad_output_, false, weight_, false, dx);  // dz W
   return dx;
 }
 

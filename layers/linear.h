@@ -5,7 +5,6 @@
 //   Linear fc("fc1", 784, 512, rng, LinearOptions{Activation::kRelu});
 //   Tensor y = fc.Forward(x);          // x [batch, 784] -> y [batch, 512]
 //   Tensor dx = fc.Backward(dy);       // adds into fc's weight/bias grads
-//   fc.SetGradTarget(GradTarget::ApplySgd(0.1f));  // or: SGD in Backward
 #ifndef TANDEM_LAYERS_LINEAR_H_
 #define TANDEM_LAYERS_LINEAR_H_
 
@@ -44,19 +43,14 @@ class Linear : public Layer {
          LinearOptions options = {});
 
   Tensor Forward(const Tensor& x) override;
-  // Adds into (or, per grad_target(), overwrites) the weight and bias
-  // gradients, or applies SGD to the weight and bias. The parameter work
-  // runs on the device's side lane (Backend::BeginSideLane); join it before
-  // reading gradients or parameters outside Tandem's ops.
-  //
-  // With kApplySgd the weight lives in two buffers that trade places every
-  // Backward: the tensor weight() returns (and Parameters() points to) is
-  // always the current one, but a CUDA graph captured from such steps bakes
-  // in one step's pair of addresses, so graphs of an even number of steps
-  // must be replayed in the order they were captured (gpu_step_bench does).
+  // On the main lane: BackwardWith(dy, BackwardArgs::For(device)), joined.
   Tensor Backward(const Tensor& dy) override;
-  // Accepts every GradTarget.
-  bool SetGradTarget(GradTarget target) override;
+  // The weight and bias gradients (or args.update's new values) are queued
+  // on args.param_lane, beside the input-gradient GEMM on args.lane, or
+  // before it when the two lanes are one; args.on_params_ready comes between
+  // them. Nothing joins: the caller orders args.lane after args.param_lane
+  // before reading the gradients (Sequential::Backward does).
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }
   std::string Describe() const override;
@@ -71,16 +65,22 @@ class Linear : public Layer {
   int64_t in_;
   int64_t out_;
   LinearOptions options_;
+  void CheckBackward(const Tensor& dy) const;
+  // d loss / d (x W^T + b), on `lane`.
+  Tensor PreActivationGradient(const Lane& lane, const Tensor& dy);
+  // The weight and bias gradients (or updates), on args.param_lane.
+  void ParameterGradients(const BackwardArgs& args);
+
   Tensor weight_, weight_grad_;  // [out, in]
-  // kApplySgd: where Backward writes the updated weights, while the old ones
-  // are still being read; swapped with weight_ after each Backward.
-  Tensor weight_next_;
   Tensor bias_, bias_grad_;      // [out]
   Tensor input_;                 // [batch, in], from the last Forward
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign).
   Tensor pre_activation_;
-  Tensor grad_output_;           // [batch, out], d loss / d (x W^T + b)
+  // [batch, out], d loss / d (x W^T + b). A member, not a local: the
+  // parameter lane may still read it after Backward returns, and its memory
+  // must not be handed to the next layer meanwhile.
+  Tensor grad_output_;
 };
 
 }  // namespace tandem

@@ -14,7 +14,6 @@ std::unique_ptr<Sequential> Mlp(const std::vector<int64_t>& sizes,
       << "Mlp needs at least input and output sizes, got " << sizes.size()
       << " size(s)";
   auto model = std::make_unique<Sequential>("mlp");
-  model->SetNeedsInputGrad(options.needs_input_grad);
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     const bool last = i + 2 == sizes.size();
     LinearOptions linear;

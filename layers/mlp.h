@@ -5,7 +5,9 @@
 //   // fc1 (Linear 784→512, relu), fc2 (Linear 512→256, relu), fc3 (Linear 256→10)
 //
 // Hidden layers fuse their activation into the bias add; the last layer is
-// linear (logits). Optional dropout follows each hidden activation.
+// linear (logits). Optional dropout follows each hidden activation. An MLP's
+// input is usually data: pass BackwardArgs::input_grad = false to skip the
+// first layer's input-gradient GEMM.
 #ifndef TANDEM_LAYERS_MLP_H_
 #define TANDEM_LAYERS_MLP_H_
 
@@ -25,10 +27,6 @@ struct MlpOptions {
   uint64_t dropout_seed = 0;
   Init init = Init::kKaimingUniform;
   Device device = Device::Cpu();
-  // The input is data, so by default the first layer skips its input
-  // gradient (one GEMM) and Backward returns an undefined Tensor; true when
-  // d loss / d input is wanted (Layer::SetNeedsInputGrad).
-  bool needs_input_grad = false;
 };
 
 // sizes = {in, hidden..., out}; at least {in, out}.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
 
@@ -25,22 +26,77 @@ Optimizer::Optimizer(std::vector<Parameter> params) : params_(std::move(params))
 }
 
 void Optimizer::ZeroGrad() {
-  if (fused_into_ != nullptr) return;  // no gradients are kept
-  JoinParameterWork();
   for (Parameter& p : params_) ops::Fill(*p.grad, 0.f);
 }
 
-void Optimizer::JoinParameterWork() {
-  // Layers may leave gradient work on the side lane (Linear); joining an
-  // already joined lane is free, and models live on one device or a few.
-  Device last = Device::Cpu();
-  for (const Parameter& p : params_) {
-    const Device d = p.value->device();
-    if (d == last) continue;
-    ops::JoinSideLane(d);
-    last = d;
+void Optimizer::Step() {
+  if (!params_.empty()) {
+    std::vector<size_t> all(params_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    UpdateParameters(all, MainLane(params_[0].value->device()));
   }
+  FinishStep();
 }
+
+// SGD inside Backward: see InBackwardUpdate. A weight updated from a GEMM
+// gets its new value in next_[i], written by the GEMM itself
+// (W_next = W - lr op(a) op(b), while the input-gradient GEMM still reads
+// W); Step swaps the two. Others are updated in place.
+class Sgd::InBackward : public InBackwardUpdate {
+ public:
+  explicit InBackward(Sgd& sgd)
+      : sgd_(sgd), next_(sgd.params_.size()), done_(sgd.params_.size(), 0) {}
+
+  void FromGemm(const Lane& lane, Tensor* param, const Tensor& a, bool trans_a,
+                const Tensor& b, bool trans_b) override {
+    const size_t i = IndexOf(param);
+    Tensor& next = next_[i];
+    if (!next.defined() || next.device() != param->device()) {
+      next = Tensor::Empty(param->shape(), param->device());
+    }
+    ops::GemmOptions o;
+    o.alpha = -sgd_.options_.lr;
+    o.beta = 1.f;
+    o.c = param;
+    ops::Gemm(lane, a, trans_a, b, trans_b, next, o);
+    done_[i] = kSwap;
+  }
+  void FromColumnSums(const Lane& lane, Tensor* param, const Tensor& x) override {
+    ops::ColumnSums(lane, x, *param, 1.f, -sgd_.options_.lr);
+    done_[IndexOf(param)] = kInPlace;
+  }
+  void FromGradient(const Lane& lane, Tensor* param, const Tensor& grad) override {
+    ops::Axpy(lane, -sgd_.options_.lr, grad, *param);
+    done_[IndexOf(param)] = kInPlace;
+  }
+
+  // Makes this step's new values current; returns the parameters that were
+  // not updated in Backward.
+  std::vector<size_t> Finish() {
+    std::vector<size_t> left;
+    for (size_t i = 0; i < done_.size(); ++i) {
+      if (done_[i] == kSwap) std::swap(*sgd_.params_[i].value, next_[i]);
+      if (done_[i] == 0) left.push_back(i);
+      done_[i] = 0;
+    }
+    return left;
+  }
+
+ private:
+  enum : char { kInPlace = 1, kSwap = 2 };
+  size_t IndexOf(const Tensor* param) const {
+    for (size_t i = 0; i < sgd_.params_.size(); ++i) {
+      if (sgd_.params_[i].value == param) return i;
+    }
+    TANDEM_CHECK(false) << "SGD in Backward was handed a parameter it does not "
+                           "hold: build the optimizer over the model's Parameters()";
+    return 0;
+  }
+
+  Sgd& sgd_;
+  std::vector<Tensor> next_;
+  std::vector<char> done_;
+};
 
 Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
     : Optimizer(std::move(params)), options_(options) {
@@ -56,55 +112,33 @@ Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
   }
 }
 
+Sgd::~Sgd() = default;
+
+InBackwardUpdate* Sgd::in_backward() {
+  if (options_.momentum != 0.f || options_.weight_decay != 0.f) return nullptr;
+  if (in_backward_ == nullptr) in_backward_ = std::make_unique<InBackward>(*this);
+  return in_backward_.get();
+}
+
 void Sgd::set_lr(float lr) {
   CheckLr(lr);
   options_.lr = lr;
-  if (fused_into_ != nullptr) {
-    TANDEM_CHECK(fused_into_->SetGradTarget(GradTarget::ApplySgd(lr)))
-        << "model '" << fused_into_->Name()
-        << "' no longer accepts SGD in backward";
-  }
-}
-
-bool Sgd::FuseIntoBackward(Layer& model) {
-  if (options_.momentum != 0.f || options_.weight_decay != 0.f) return false;
-  if (!model.SetGradTarget(GradTarget::ApplySgd(options_.lr))) return false;
-  fused_into_ = &model;
-  return true;
-}
-
-void Sgd::Unfuse() {
-  if (fused_into_ == nullptr) return;
-  fused_into_->SetGradTarget(GradTarget::Accumulate());
-  fused_into_ = nullptr;
-  ZeroGrad();  // the gradients were not kept up to date meanwhile
-}
-
-void Optimizer::UpdateAllAndCount() {
-  if (!updates_handed_off_) {
-    JoinParameterWork();
-    std::vector<size_t> all(params_.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    UpdateParameters(all);
-  }
-  ++steps_;
 }
 
 void Sgd::Step() {
-  if (fused_into_ != nullptr) {  // Backward has applied the update
-    ++steps_;
+  if (in_backward_ == nullptr) {
+    Optimizer::Step();
     return;
   }
-  UpdateAllAndCount();
+  const std::vector<size_t> left = in_backward_->Finish();
+  if (!left.empty()) UpdateParameters(left, MainLane(params_[left[0]].value->device()));
+  FinishStep();
 }
 
-void Sgd::UpdateParameters(const std::vector<size_t>& indices) {
-  TANDEM_CHECK(fused_into_ == nullptr)
-      << "SGD is fused into model '" << fused_into_->Name()
-      << "' (Sgd::FuseIntoBackward): its Backward updates the parameters";
+void Sgd::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
-    ops::SgdUpdate(options_, *params_[i].value, *params_[i].grad,
+    ops::SgdUpdate(lane, options_, *params_[i].value, *params_[i].grad,
                    velocity_.empty() ? nullptr : &velocity_[i]);
   }
 }
@@ -135,14 +169,13 @@ void AdamW::set_lr(float lr) {
   options_.lr = lr;
 }
 
-void AdamW::Step() { UpdateAllAndCount(); }
-
-void AdamW::UpdateParameters(const std::vector<size_t>& indices) {
+void AdamW::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
   // The step being taken: Step counts it after the updates.
   const int64_t step = steps_ + 1;
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
-    ops::AdamWUpdate(options_, step, *params_[i].value, *params_[i].grad, m_[i], v_[i]);
+    ops::AdamWUpdate(lane, options_, step, *params_[i].value, *params_[i].grad, m_[i],
+                     v_[i]);
   }
 }
 

@@ -26,7 +26,10 @@ class Optimizer {
   explicit Optimizer(std::vector<Parameter> params);
   virtual ~Optimizer() = default;
 
-  virtual void Step() = 0;
+  // One step: every parameter updated from its gradient on the main lane of
+  // its device, and the step counted.
+  virtual void Step();
+  // Zeroes every gradient, on the main lane.
   void ZeroGrad();
   virtual std::string Name() const = 0;
   virtual float lr() const = 0;
@@ -38,67 +41,64 @@ class Optimizer {
   // Named state tensors ("fc1.weight.momentum", ...), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor*>> State() = 0;
   const std::vector<Parameter>& parameters() const { return params_; }
-  // The model this optimizer runs inside of (Sgd::FuseIntoBackward), or null.
-  Layer* fused_into() const { return fused_into_; }
 
-  // Updates parameters `indices` (into parameters()) from their gradients,
-  // as the coming Step() would, and counts no step: for a data-parallel
-  // reducer that updates each bucket as soon as its all-reduce is done
-  // (Reducer::set_optimizer). Ops go wherever the caller's ops go (on a GPU,
-  // the reducer puts them on the bucket's communication stream). Joins
-  // nothing: the caller orders it after the gradients.
-  virtual void UpdateParameters(const std::vector<size_t>& indices) = 0;
-  // While on, Step() only counts the step: whoever turned it on calls
-  // UpdateParameters for every parameter once per step instead.
-  void set_updates_handed_off(bool handed_off) { updates_handed_off_ = handed_off; }
-  bool updates_handed_off() const { return updates_handed_off_; }
+  // A step in parts, for callers that update some parameters early (the
+  // data-parallel reducer updates each bucket once it is reduced:
+  // parallel/comm_hook.h). UpdateParameters updates parameters `indices`
+  // (into parameters()) on `lane`, a lane of their device, as the coming
+  // step would, and counts nothing; the caller orders `lane` after the
+  // gradients. FinishStep counts the step once every parameter is updated.
+  virtual void UpdateParameters(const std::vector<size_t>& indices,
+                                const Lane& lane) = 0;
+  void FinishStep() { ++steps_; }
 
  protected:
-  // The main lane of each parameter's device waits for the layers' side-lane
-  // work (Backend::BeginSideLane) before gradients are read or cleared.
-  void JoinParameterWork();
-
-  // Step() for optimizers that update through UpdateParameters.
-  void UpdateAllAndCount();
-
   std::vector<Parameter> params_;
   int64_t steps_ = 0;
-  Layer* fused_into_ = nullptr;
-  bool updates_handed_off_ = false;
 };
 
+// Plain SGD may also run inside Backward (one worker; see InBackwardUpdate):
+//
+//   Sgd sgd(model.Parameters(), {0.01f});
+//   BackwardArgs args = BackwardArgs::For(device);
+//   args.update = sgd.in_backward();      // null unless plain SGD
+//   args.grad_mode = GradMode::kOverwrite;
+//   model.BackwardWith(loss.Backward(), args);
+//   sgd.Step();   // makes the new values current; updates any parameter a
+//                 // layer did not update itself, from its gradient
+//
+// A weight updated from a GEMM lives in two buffers that trade places at
+// every Step: Parameters() always point to the current one, but a CUDA graph
+// captured from such steps bakes in one step's pair of addresses, so graphs
+// of an even number of steps must be replayed in the order they were
+// captured (bench/gpu_step_bench does).
 class Sgd : public Optimizer {
  public:
   Sgd(std::vector<Parameter> params, SgdParams options);
-  // Plain SGD folded into `model`'s Backward (GradTarget::kApplySgd), which
-  // must be the model these parameters came from: Backward then updates the
-  // parameters itself, Step only counts steps, ZeroGrad does nothing and
-  // set_lr reaches the model. For one worker only: nothing may need the
-  // gradients (a data-parallel all-reduce does). Returns false, changing
-  // nothing, with momentum or weight decay or when a layer cannot do it.
-  //
-  //   Sgd sgd(model.Parameters(), {0.01f});
-  //   sgd.FuseIntoBackward(model);     // then the usual loop, unchanged
-  bool FuseIntoBackward(Layer& model);
-  // Back to separate Step()s; gradients start from zero.
-  void Unfuse();
+  ~Sgd() override;
+  // The update to fold into Backward (BackwardArgs::update), or null when
+  // momentum or weight decay need state a layer cannot see.
+  InBackwardUpdate* in_backward();
   void Step() override;
-  void UpdateParameters(const std::vector<size_t>& indices) override;
+  void UpdateParameters(const std::vector<size_t>& indices,
+                        const Lane& lane) override;
   std::string Name() const override { return "sgd"; }
   float lr() const override { return options_.lr; }
   void set_lr(float lr) override;
   std::vector<std::pair<std::string, Tensor*>> State() override;
 
  private:
+  class InBackward;
   SgdParams options_;
   std::vector<Tensor> velocity_;  // empty when momentum is 0
+  std::unique_ptr<InBackward> in_backward_;
 };
 
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Parameter> params, AdamWParams options);
-  void Step() override;
-  void UpdateParameters(const std::vector<size_t>& indices) override;
+  void UpdateParameters(const std::vector<size_t>& indices,
+                        const Lane& lane) override;
   std::string Name() const override { return "adamw"; }
   float lr() const override { return options_.lr; }
   void set_lr(float lr) override;

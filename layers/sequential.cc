@@ -15,36 +15,8 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
         << layer->Name() << "': names must be unique (they key checkpoints)";
   }
   layer->SetTraining(training());
-  TANDEM_CHECK(layer->SetGradTarget(grad_target()))
-      << "Sequential '" << name_ << "' writes gradients as "
-      << GradTargetName(grad_target().kind) << ", which layer '"
-      << layer->Name() << "' cannot do: add layers before SetGradTarget";
-  if (layers_.empty() && !needs_input_grad()) layer->SetNeedsInputGrad(false);
   layers_.push_back(std::move(layer));
   return *layers_.back();
-}
-
-void Sequential::SetNeedsInputGrad(bool needed) {
-  Layer::SetNeedsInputGrad(needed);
-  if (!layers_.empty()) layers_.front()->SetNeedsInputGrad(needed);
-}
-
-void Sequential::SetGradientsFirst(bool first) {
-  Layer::SetGradientsFirst(first);
-  for (auto& layer : layers_) layer->SetGradientsFirst(first);
-}
-
-bool Sequential::SetGradTarget(GradTarget target) {
-  const GradTarget before = grad_target();
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (!layers_[i]->SetGradTarget(target)) {
-      // All or nothing: put back the ones already switched.
-      for (size_t j = 0; j < i; ++j) layers_[j]->SetGradTarget(before);
-      return false;
-    }
-  }
-  set_grad_target(target);
-  return true;
 }
 
 Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {
@@ -56,24 +28,30 @@ Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {
   return h;
 }
 
-Tensor Sequential::Backward(const Tensor& dy, const LayerDoneFn& on_layer_done) {
-  return Backward(dy, BackwardHooks{nullptr, on_layer_done});
+Tensor Sequential::Backward(const Tensor& dy) {
+  return BackwardWith(dy, BackwardArgs::For(dy.device()), LayerHooks());
 }
 
-Tensor Sequential::Backward(const Tensor& dy, const BackwardHooks& hooks) {
+Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
+  return BackwardWith(dy, args, LayerHooks());
+}
+
+Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args,
+                                const LayerHooks& hooks) {
   Tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
-    if (hooks.on_gradients_queued) {
-      g = layers_[i]->BackwardNotifying(g, [&] { hooks.on_gradients_queued(i); });
-    } else {
-      g = layers_[i]->Backward(g);
+    BackwardArgs layer_args = args;
+    layer_args.input_grad = i > 0 || args.input_grad;
+    layer_args.on_params_ready = nullptr;
+    if (hooks.on_params_ready) {
+      layer_args.on_params_ready = [&hooks, i] { hooks.on_params_ready(i); };
     }
+    if (hooks.prepare) hooks.prepare(i, layer_args);
+    g = layers_[i]->BackwardWith(g, layer_args);
     if (hooks.on_layer_done) hooks.on_layer_done(i);
   }
-  // Layers may leave parameter work on the side lane (Linear's weight
-  // gradients); after Backward everything is in the main lane's order, so
-  // callers (optimizers, host reads) need not know about lanes.
-  ops::JoinSideLane(dy.device());
+  ops::WaitFor(args.lane, args.param_lane);
+  if (args.on_params_ready) args.on_params_ready();
   return g;
 }
 

@@ -4,10 +4,10 @@
 //   model.Add(std::make_unique<Linear>("fc1", 784, 256, rng, LinearOptions{Activation::kRelu}));
 //   model.Add(std::make_unique<Linear>("fc2", 256, 10, rng));
 //   Tensor logits = model.Forward(x);
-//   model.Backward(dlogits, [&](size_t i) { /* layer i is done */ });
+//   model.Backward(dlogits);
 //
-// The per-layer callbacks of Backward are how the data-parallel reducer
-// learns that gradients are ready while backward continues (see
+// The per-layer hooks of Backward are how the data-parallel reducer learns
+// that gradients are ready while backward continues (see
 // parallel/reducer.h); layers themselves never see them.
 #ifndef TANDEM_LAYERS_SEQUENTIAL_H_
 #define TANDEM_LAYERS_SEQUENTIAL_H_
@@ -36,27 +36,27 @@ class Sequential : public Layer {
   Tensor Forward(const Tensor& x) override { return Forward(x, nullptr); }
   // Calls on_layer_done(i) after layer i's forward (used for traces).
   Tensor Forward(const Tensor& x, const LayerDoneFn& on_layer_done);
-  Tensor Backward(const Tensor& dy) override { return Backward(dy, nullptr); }
-  // Runs backward from the last layer to the first, calling
-  // on_layer_done(i) once layer i's Backward has returned.
-  Tensor Backward(const Tensor& dy, const LayerDoneFn& on_layer_done);
-  struct BackwardHooks {
-    // Layer i's parameter gradients are final (queued, on a device), though
-    // its input gradient may still be coming: see
-    // Layer::NotifyGradientsQueued. Comes before on_layer_done(i).
-    LayerDoneFn on_gradients_queued;
+
+  // Backward from the last layer to the first, each with `args` (the input
+  // gradient of layer i > 0 is always wanted). Before returning, `args.lane`
+  // waits for `args.param_lane`, so callers that read gradients or
+  // parameters on `args.lane` need not know where layers put their work.
+  Tensor Backward(const Tensor& dy) override;
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
+  // Per-layer control, for data parallelism and traces.
+  struct LayerHooks {
+    // Before layer i's Backward: may change its arguments (the reducer
+    // gives the layers nearest the input their parameter work on the main
+    // lane, and plans GEMMs for the SMs NCCL leaves).
+    std::function<void(size_t layer, BackwardArgs& args)> prepare;
+    // Layer i's parameter gradients are queued (BackwardArgs::on_params_ready),
+    // though its input gradient may still be coming.
+    LayerDoneFn on_params_ready;
     // Layer i's Backward has returned.
     LayerDoneFn on_layer_done;
   };
-  Tensor Backward(const Tensor& dy, const BackwardHooks& hooks);
-
-  // Also tells the first layer (now, or when it is added): the input
-  // gradient of the model is the first layer's.
-  void SetNeedsInputGrad(bool needed) override;
-  // Switches every layer, or none when one of them cannot.
-  bool SetGradTarget(GradTarget target) override;
-  // Sets the hint on every layer.
-  void SetGradientsFirst(bool first) override;
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args,
+                      const LayerHooks& hooks);
 
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }

@@ -76,7 +76,7 @@ void SaveCheckpoint(Communicator& comm, const std::string& dir,
   }
   // The barrier the others wait at, carrying rank 0's outcome so that no
   // rank returns from a save that did not happen.
-  comm.AllReduce(&failed, 1, ReduceOp::kSum);
+  comm.AllReduce(&failed, 1, ReduceOp::kSum)->Wait();
   if (failure) std::rethrow_exception(failure);
   if (failed != 0.f) {
     // A consequence of rank 0's failure, not a cause: the launcher reports

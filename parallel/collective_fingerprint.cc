@@ -72,7 +72,7 @@ void CheckFingerprint(Communicator& host, const Fingerprint& mine) {
   Encode(mine.sequence, slot);
   Encode(mine.kind, slot + kPieces);
   Encode(mine.count, slot + 2 * kPieces);
-  host.AllGather(slot, kFloatsPerFingerprint, all.data());
+  host.AllGather(slot, kFloatsPerFingerprint, all.data())->Wait();
   std::vector<Fingerprint> decoded(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     const float* f = all.data() + static_cast<size_t>(r) * kFloatsPerFingerprint;

@@ -3,14 +3,17 @@
 // every rank throws, naming who called what. Without it, a rank that issues
 // another collective than its peers pairs mismatched buffers or hangs.
 //
-//   // Inside a communicator, before issuing collective number `sequence`:
-//   CheckFingerprint(host, {sequence, FingerprintKind("AllReduce"), count});
+//   // Before issuing collective number `sequence` (the preamble does this):
+//   CheckFingerprint(channel, {sequence, FingerprintKind("AllReduce"), count});
 //   // -> tandem::Error "ranks called different collectives: rank 0 called
 //   //    AllReduce #3 (4000 bytes) but rank 1 called Broadcast #3 (40 bytes)"
 //
-// MpiCommunicator exchanges fingerprints with MPI_Allgather itself;
-// NcclCommunicator, whose collectives run on the GPU, exchanges them over the
-// host communicator it was created with (CheckFingerprint).
+// The Communicator preamble does it for every transport when a fingerprint
+// channel is set (Communicator::set_fingerprint_channel): another
+// communicator over the same ranks, e.g. a second MpiCommunicator, carries
+// the exchange (CheckFingerprint), so the checked communicator's own
+// sequence of collectives is untouched. ThreadCommunicator also compares
+// what every rank called inside each collective, channel or not.
 #ifndef TANDEM_PARALLEL_COLLECTIVE_FINGERPRINT_H_
 #define TANDEM_PARALLEL_COLLECTIVE_FINGERPRINT_H_
 
@@ -37,8 +40,9 @@ int64_t FingerprintKind(const char* kind);
 void CheckFingerprintsAgree(const std::vector<Fingerprint>& all, int rank);
 
 // Collective over `host`: all-gathers `mine` (through host.AllGather on
-// floats, in 16-bit pieces so every value arrives exactly) and calls
-// CheckFingerprintsAgree. Every rank throws the same error on a mismatch.
+// floats, in 16-bit pieces so every value arrives exactly), waits for it,
+// and calls CheckFingerprintsAgree. Every rank throws the same error on a
+// mismatch.
 void CheckFingerprint(Communicator& host, const Fingerprint& mine);
 
 }  // namespace tandem

@@ -2,7 +2,10 @@
 // collective is watched while it runs; one that has not finished after the
 // timeout triggers `on_timeout` (for MPI: a message naming the collective,
 // its sequence number and size, then MPI_Abort), so a rank that died or
-// skipped a collective ends the job instead of hanging it.
+// skipped a collective ends the job instead of hanging it. The host
+// transports use it through their CollectiveQueue (parallel/
+// collective_queue.h), which watches each collective its progress thread
+// runs.
 //
 //   CollectiveWatchdog dog(
 //       std::chrono::seconds(60),
@@ -19,8 +22,8 @@
 // uncontended mutex; they neither wake the watchdog's thread nor format
 // text. The thread instead wakes on its own every poll interval (an eighth
 // of the timeout, at most 250 ms) and fires once the same collective has
-// been running for the timeout. Waking it at every collective cost about
-// 10 µs per small MPI collective on a 2-core machine (docs/parallel.md).
+// been running for the timeout. Waking it at every collective would add a
+// thread switch to every small collective.
 #ifndef TANDEM_PARALLEL_COLLECTIVE_WATCHDOG_H_
 #define TANDEM_PARALLEL_COLLECTIVE_WATCHDOG_H_
 
@@ -53,7 +56,7 @@ class CollectiveWatchdog {
   Clock::duration timeout() const;
 
   // Watches one collective until the returned guard is destroyed. One at a
-  // time: calls on one communicator do not overlap. `kind` must outlive the
+  // time: a communicator's progress thread runs one collective at a time. `kind` must outlive the
   // watch (a string literal).
   class Watch {
    public:

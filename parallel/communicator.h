@@ -1,15 +1,26 @@
 // Communicator: the collectives data-parallel training needs, one interface
-// for every transport (threads in one process, MPI, later NCCL).
+// for every transport (threads of one process, MPI ranks, NCCL on GPUs).
 //
-// Every rank calls the same collectives with the same counts in the same
-// order, as in MPI; a rank that skips or reorders one makes the others wait
-// (ThreadCommunicator then times out naming the collective). Calls on one
-// communicator must not overlap: one thread at a time issues its collectives.
+// Every collective returns a Work (parallel/work.h; dropping it is a compile
+// error): it has started when the call returns, and the caller waits for it on the host (Wait) or makes a
+// lane wait for it (WaitOn). Every rank calls the same collectives with the
+// same counts in the same order, as in MPI; a rank that skips or reorders one
+// makes the others wait until a timeout names it. One thread at a time
+// issues collectives on one communicator.
 //
 //   void Step(Communicator& comm, std::vector<float>& grads) {
-//     comm.AllReduce(grads.data(), grads.size(), ReduceOp::kAverage);
+//     comm.AllReduce(grads.data(), grads.size(), ReduceOp::kAverage)->Wait();
 //     if (comm.rank() == 0) std::cout << comm.Describe() << "\n";
 //   }
+//
+// The public collectives are one preamble shared by every transport (Note
+// [Collective preamble] in communicator.cc): counts checked, the collective
+// numbered and named for errors ("AllReduce #3 (4000 bytes, sum)"), and in
+// debug mode compared across ranks (set_fingerprint_channel); then the
+// transport's Start runs it. Host transports (ThreadCommunicator,
+// MpiCommunicator) run collectives in order on a progress thread of their
+// own (parallel/collective_queue.h); NcclCommunicator queues them on its
+// communication lane.
 //
 // Counts and bytes. Every count is a number of floats, never bytes, and may
 // be 0 or any value (it need not divide by size()). Error messages give the
@@ -26,14 +37,14 @@
 #define TANDEM_PARALLEL_COMMUNICATOR_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
 #include "core/check.h"
+#include "core/lane.h"
 #include "core/tensor.h"
+#include "parallel/work.h"
 
 namespace tandem {
 
@@ -52,6 +63,31 @@ class CollectiveAbortedError : public Error {
   using Error::Error;
 };
 
+struct CollectiveOptions {
+  // Device transports: the collective starts after what these lanes (of the
+  // communicator's device) have queued so far; empty means that device's
+  // main lane. Host transports read host memory that is ready when the call
+  // is made, and ignore it.
+  std::vector<Lane> after;
+  // Record Work::started() and Work::finished().
+  bool timed = false;
+};
+
+// One collective, as the preamble hands it to a transport.
+struct Collective {
+  const char* kind = "";     // "AllReduce", "Broadcast", "Barrier", "AllGather"
+  uint64_t sequence = 0;     // this rank's collectives, from 1
+  int64_t count = 0;         // elements (AllGather: per rank)
+  ReduceOp op = ReduceOp::kSum;  // AllReduce
+  int root = -1;             // Broadcast
+  float* data = nullptr;     // AllReduce, Broadcast: in place; AllGather: recv
+  const float* send = nullptr;  // AllGather
+  CollectiveOptions options;
+
+  // "AllReduce #3 (4000 bytes, sum)"
+  std::string Name() const;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -62,68 +98,61 @@ class Communicator {
   virtual int size() const = 0;
 
   // In place: afterwards data[0, count) holds the element-wise sum (or
-  // average) over all ranks, identical on every rank. Blocking on CPU.
-  virtual void AllReduce(float* data, int64_t count, ReduceOp op) = 0;
-
+  // average) over all ranks, identical on every rank.
+  [[nodiscard]] std::shared_ptr<Work> AllReduce(float* data, int64_t count, ReduceOp op,
+                                  CollectiveOptions options = {});
   // Copies root's data[0, count) into every other rank's data.
-  virtual void Broadcast(float* data, int64_t count, int root) = 0;
-
-  // Returns once every rank has entered Barrier.
-  virtual void Barrier() = 0;
-
+  [[nodiscard]] std::shared_ptr<Work> Broadcast(float* data, int64_t count, int root,
+                                  CollectiveOptions options = {});
+  // Done once every rank has entered it.
+  [[nodiscard]] std::shared_ptr<Work> Barrier();
   // recv[size() * count_per_rank] receives every rank's send[count_per_rank],
   // rank-major: rank r's block starts at recv + r * count_per_rank. `send`
   // may be exactly recv + rank() * count_per_rank (in place); otherwise the
   // two must not overlap.
-  virtual void AllGather(const float* send, int64_t count_per_rank,
-                         float* recv) = 0;
+  [[nodiscard]] std::shared_ptr<Work> AllGather(const float* send, int64_t count_per_rank,
+                                  float* recv, CollectiveOptions options = {});
 
   // One line for logs: "ThreadCommunicator(rank 1 of 4)".
   virtual std::string Describe() const = 0;
 
   // Gives up on the group because this rank cannot go on. Transports that
-  // can wake blocked ranks do (ThreadCommunicator: every collective in
-  // progress or started later throws CollectiveAbortedError); those that
-  // cannot (MPI) end the whole job, so nobody waits forever.
+  // can wake blocked ranks do (every collective in progress or started
+  // later fails with CollectiveAbortedError); those that cannot (MPI) end
+  // the whole job, so nobody waits forever.
   virtual void Abort(const std::string& reason) = 0;
 
-  // Stream-ordered collectives, for communicators over device memory (NCCL).
-  // See Note [Queued all-reduce] in parallel/reducer.cc.
-  //
-  // QueueAllReduce returns at once: the all-reduce runs on the
-  // communicator's own stream after everything the device's compute stream
-  // and its side lane (Backend::BeginSideLane, where layers put their
-  // gradients) have queued so far (events recorded there, waited on by the
-  // communication stream); the compute stream itself waits for nothing. JoinQueued makes the compute stream's later work
-  // wait for every queued all-reduce, again through an event: the host never
-  // waits. Host-memory communicators return false from supports_queued().
-  virtual bool supports_queued() const { return false; }
-  virtual void QueueAllReduce(float* data, int64_t count, ReduceOp op) {
-    TANDEM_CHECK(false) << Describe() << " has no stream-ordered all-reduce";
-  }
-  virtual void JoinQueued() {}
-  // Runs `work` so that the ops it queues follow this communicator's queued
-  // collectives and everything queued so far on the compute stream and its
-  // side lane, and a later JoinQueued covers them too. On NCCL they go to a
-  // stream of their own, so collectives queued later need not wait for them. Only element-wise ops (cuda::StreamOverride).
-  // Host communicators, whose collectives are done when they return, just
-  // run it.
-  virtual void RunQueued(const std::function<void()>& work) { work(); }
-
   // A zeroed buffer of `count` floats on `device` for this communicator's
-  // all-reduces; NCCL may hand out memory it reduces faster.
-  virtual Tensor NewReduceBuffer(int64_t count, Device device) {
-    return Tensor::Zeros({count}, device);
-  }
+  // all-reduces; NCCL may hand out memory it reduces faster. Throws for a
+  // device whose memory this communicator cannot reduce (host transports:
+  // every GPU).
+  virtual Tensor NewReduceBuffer(int64_t count, Device device);
 
-  // For traces: while on, every QueueAllReduce records a TimeMarker on the
-  // communication stream where its all-reduce starts (after the wait for
-  // the compute stream) and where it ends; TakeQueuedSpans hands them over.
-  struct QueuedSpan {
-    std::unique_ptr<TimeMarker> start, end;
-  };
-  virtual void set_record_queue_times(bool record) {}
-  virtual std::vector<QueuedSpan> TakeQueuedSpans() { return {}; }
+  // How many collectives this rank has issued; errors number them from 1.
+  uint64_t sequence() const { return sequence_; }
+
+  // Debug mode: before each collective every rank exchanges its (sequence,
+  // kind, count) over `channel` (another communicator over the same ranks,
+  // which must outlive this one's use) and, if any rank differs, every rank
+  // throws naming who called what (parallel/collective_fingerprint.h),
+  // instead of pairing mismatched buffers or hanging. The host then waits
+  // for its peers at every collective. nullptr turns it off (the default).
+  void set_fingerprint_channel(Communicator* channel) { channel_ = channel; }
+
+ protected:
+  // Runs `c`, already checked, numbered and compared; returns its Work.
+  virtual std::shared_ptr<Work> Start(const Collective& c) = 0;
+  // Numbers (and in debug mode compares across ranks) a collective of the
+  // transport's own, outside the four above (NCCL's window registration).
+  Collective Announce(const char* kind, int64_t count);
+  // "<Describe()>: <c.Name()>", for errors.
+  std::string Context(const Collective& c) const;
+
+ private:
+  std::shared_ptr<Work> Issue(Collective c);
+
+  uint64_t sequence_ = 0;
+  Communicator* channel_ = nullptr;
 };
 
 }  // namespace tandem

@@ -13,12 +13,9 @@
 
 #include "core/backend_registry.h"
 #include "core/check.h"
+#include "parallel/device_communicators.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/thread_communicator.h"
-
-#ifdef TANDEM_WITH_CUDA
-#include "parallel/nccl_communicator.h"
-#endif
 
 namespace tandem {
 
@@ -76,9 +73,7 @@ struct ThreadLaunch {
   ThreadLaunch(int workers, const std::function<void(Worker&)>& fn)
       : group(workers), fn(fn), done(static_cast<size_t>(workers), false) {}
   ThreadGroup group;
-#ifdef TANDEM_WITH_CUDA
-  std::vector<std::unique_ptr<NcclThreadGroup>> nccl;  // one per lane
-#endif
+  std::unique_ptr<DeviceGroup> devices;  // workers on GPUs only
   FirstFailure failure;
   const std::function<void(Worker&)> fn;
   std::mutex mu;
@@ -89,13 +84,12 @@ struct ThreadLaunch {
     return std::find(done.begin(), done.end(), false) == done.end();
   }
 
-  // Gives up on the host group and, on GPUs, on the NCCL ranks too: their
-  // kernels would otherwise wait on the device for the failed worker forever.
+  // Gives up on the host group and, on GPUs, on the device communicators
+  // too: their kernels would otherwise wait on the device for the failed
+  // worker forever.
   void AbortAll(const std::string& reason) {
     group.Abort(reason);
-#ifdef TANDEM_WITH_CUDA
-    for (auto& lane : nccl) lane->Abort(reason);
-#endif
+    if (devices != nullptr) devices->Abort(reason);
   }
   void Finished(int rank) {
     std::lock_guard<std::mutex> lock(mu);
@@ -110,15 +104,14 @@ void RunWorker(const std::shared_ptr<ThreadLaunch>& launch, int rank, Device dev
   // One GPU per worker thread: worker i drives cuda:i.
   const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
   Worker worker{rank, l.group.size(), mine, l.group.communicator(rank), nullptr, {}};
-#ifdef TANDEM_WITH_CUDA
-  for (auto& lane : l.nccl) {
-    NcclCommunicator& nccl = lane->communicator(rank);
-    nccl.set_timeout(TimeoutOf(options));
-    if (options.check_collectives) nccl.set_check_fingerprints(&worker.comm);
-    worker.device_lanes.push_back(&nccl);
+  if (l.devices != nullptr) {
+    worker.device_lanes = l.devices->lanes(rank);
+    worker.device_comm = worker.device_lanes.front();
+    // Each rank compares its device collectives over its host communicator.
+    if (options.check_collectives) {
+      for (Communicator* lane : worker.device_lanes) lane->set_fingerprint_channel(&worker.comm);
+    }
   }
-  if (!worker.device_lanes.empty()) worker.device_comm = worker.device_lanes[0];
-#endif
   std::string message;
   try {
     BindThreadToDevice(mine);
@@ -137,23 +130,21 @@ void RunWorker(const std::shared_ptr<ThreadLaunch>& launch, int rank, Device dev
   l.AbortAll("worker " + std::to_string(rank) + " failed: " + message);
 }
 
-void LaunchThreads(int workers, Device device, const LaunchOptions& options,
-                   const std::function<void(Worker&)>& fn) {
-  auto launch = std::make_shared<ThreadLaunch>(workers, fn);
-  launch->group.set_timeout(TimeoutOf(options));
-#ifdef TANDEM_WITH_CUDA
-  // Workers on GPUs also get an NCCL rank each (worker i on cuda:i, as in
-  // RunWorker), all created here before any thread starts; see NcclThreadGroup.
-  if (device.is_cuda()) {
-    std::vector<int> gpus(workers);
-    for (int rank = 0; rank < workers; ++rank) gpus[rank] = rank;
-    for (int lane = 0; lane < options.gradient_lanes; ++lane) {
-      launch->nccl.push_back(std::make_unique<NcclThreadGroup>(gpus));
-    }
-  }
-#endif
+// Workers on GPUs also get device communicators (worker i on cuda:i, as in
+// RunWorker), all made here before any thread starts: a rank made later
+// would leave the others waiting in initialisation.
+std::unique_ptr<DeviceGroup> MakeDeviceGroup(int workers, const LaunchOptions& options) {
+  std::vector<int> gpus(static_cast<size_t>(workers));
+  for (int rank = 0; rank < workers; ++rank) gpus[static_cast<size_t>(rank)] = rank;
+  DeviceCommOptions device_options;
+  device_options.timeout = TimeoutOf(options);
+  return MakeThreadDeviceGroup(gpus, options.gradient_lanes, device_options);
+}
+
+std::vector<std::thread> StartWorkers(const std::shared_ptr<ThreadLaunch>& launch, int workers,
+                                      Device device, const LaunchOptions& options) {
   std::vector<std::thread> threads;
-  threads.reserve(workers);
+  threads.reserve(static_cast<size_t>(workers));
   try {
     for (int rank = 0; rank < workers; ++rank) {
       threads.emplace_back([launch, rank, device, options] {
@@ -167,8 +158,13 @@ void LaunchThreads(int workers, Device device, const LaunchOptions& options,
     for (std::thread& t : threads) t.join();
     throw;
   }
-  // Every worker returns, or one fails and the rest get stop_grace_s to
-  // follow (Note [Stuck workers]).
+  return threads;
+}
+
+// Every worker returns, or one fails and the rest get stop_grace_s to
+// follow (Note [Stuck workers]); then reports the first failure.
+void JoinWorkers(const std::shared_ptr<ThreadLaunch>& launch, std::vector<std::thread>& threads,
+                 const LaunchOptions& options) {
   std::vector<bool> done;
   {
     std::unique_lock<std::mutex> lock(launch->mu);
@@ -179,11 +175,11 @@ void LaunchThreads(int workers, Device device, const LaunchOptions& options,
     done = launch->done;
   }
   std::string stuck;
-  for (int rank = 0; rank < workers; ++rank) {
-    if (done[static_cast<size_t>(rank)]) {
-      threads[static_cast<size_t>(rank)].join();
+  for (size_t rank = 0; rank < threads.size(); ++rank) {
+    if (done[rank]) {
+      threads[rank].join();
     } else {
-      threads[static_cast<size_t>(rank)].detach();
+      threads[rank].detach();
       stuck += (stuck.empty() ? "" : ", ") + std::to_string(rank);
     }
   }
@@ -196,12 +192,46 @@ void LaunchThreads(int workers, Device device, const LaunchOptions& options,
   launch->failure.ThrowIfAny();
 }
 
+void LaunchThreads(int workers, Device device, const LaunchOptions& options,
+                   const std::function<void(Worker&)>& fn) {
+  auto launch = std::make_shared<ThreadLaunch>(workers, fn);
+  launch->group.set_timeout(TimeoutOf(options));
+  if (device.is_cuda()) launch->devices = MakeDeviceGroup(workers, options);
+  std::vector<std::thread> threads = StartWorkers(launch, workers, device, options);
+  JoinWorkers(launch, threads, options);
+}
+
 // Open MPI, MPICH/Hydra and PMIx launchers (including Slurm's) each set one.
 bool StartedByMpiLauncher() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     if (std::getenv(name) != nullptr) return true;
   }
   return false;
+}
+
+// This rank's device communicators, bootstrapped over `host`; with
+// check_collectives on they compare their collectives over it.
+std::vector<std::unique_ptr<Communicator>> MakeRankDevices(MpiCommunicator& host, Device device,
+                                                           const LaunchOptions& options) {
+  DeviceCommOptions device_options;
+  device_options.timeout = TimeoutOf(options);
+  if (options.check_collectives) device_options.fingerprint_channel = &host;
+  return MakeRankDeviceCommunicators(host, device.index, options.gradient_lanes,
+                                     device_options);
+}
+
+// NCCL needs a GPU of its own for every rank. The ranks agree on the verdict
+// before any device communicator exists, so all of them throw this error
+// (rather than the ranks without a GPU failing alone, and NCCL or MPI_Abort
+// ending the rest).
+void CheckGpuPerRank(MpiCommunicator& comm) {
+  float without_gpu = comm.local_rank() < CudaDeviceCount() ? 0.f : 1.f;
+  comm.AllReduce(&without_gpu, 1, ReduceOp::kSum)->Wait();
+  TANDEM_CHECK(without_gpu == 0.f)
+      << "--mode=mpi --device=cuda puts each rank on a GPU of its own, but "
+      << static_cast<int>(without_gpu) << " rank(s) have none (rank " << comm.rank()
+      << " is local rank " << comm.local_rank() << " of a node with " << CudaDeviceCount()
+      << " visible CUDA device(s)): start at most as many ranks per node as it has GPUs";
 }
 
 void LaunchMpi(Device device, const LaunchOptions& options,
@@ -214,32 +244,30 @@ void LaunchMpi(Device device, const LaunchOptions& options,
          "<program> --mode=mpi); to run workers as threads of one process "
          "use --mode=threads --workers=N";
   MpiRuntime runtime;  // leaves MPI alone if the caller already started it
+  // Debug: the host communicator compares its collectives over a second one
+  // (a communicator cannot carry its own fingerprints). Outlives `comm`.
+  std::unique_ptr<MpiCommunicator> fingerprints;
+  if (options.check_collectives) {
+    fingerprints = std::make_unique<MpiCommunicator>();
+    fingerprints->set_timeout(TimeoutOf(options));
+  }
   MpiCommunicator comm;
   comm.set_timeout(TimeoutOf(options));
-  comm.set_check_fingerprints(options.check_collectives);
-  // One GPU per rank: the node-local rank picks among the visible GPUs.
-  const Device mine =
-      device.is_cuda() ? Device::Cuda(comm.local_rank() % CudaDeviceCount()) : device;
+  comm.set_fingerprint_channel(fingerprints.get());
+  // One GPU per rank: the node-local rank picks it.
+  if (device.is_cuda()) CheckGpuPerRank(comm);
+  const Device mine = device.is_cuda() ? Device::Cuda(comm.local_rank()) : device;
   Worker worker{comm.rank(), comm.size(), mine, comm, nullptr, {}};
-#ifdef TANDEM_WITH_CUDA
   // Destroyed before `comm` and `runtime`: their bootstrap ran over them.
-  std::vector<std::unique_ptr<NcclCommunicator>> nccl;  // one per lane
-#endif
+  std::vector<std::unique_ptr<Communicator>> devices;
   std::string message;
   try {
     BindThreadToDevice(mine);
-#ifdef TANDEM_WITH_CUDA
     if (mine.is_cuda()) {
-      // Rank 0 makes each lane's NCCL id and broadcasts it over MPI.
-      for (int lane = 0; lane < options.gradient_lanes; ++lane) {
-        nccl.push_back(NcclCommunicator::Create(comm, mine.index));
-        nccl.back()->set_timeout(TimeoutOf(options));
-        if (options.check_collectives) nccl.back()->set_check_fingerprints(&comm);
-        worker.device_lanes.push_back(nccl.back().get());
-      }
-      worker.device_comm = worker.device_lanes[0];
+      devices = MakeRankDevices(comm, mine, options);
+      for (auto& lane : devices) worker.device_lanes.push_back(lane.get());
+      worker.device_comm = worker.device_lanes.front();
     }
-#endif
     fn(worker);
     return;
   } catch (const std::exception& e) {
@@ -253,12 +281,28 @@ void LaunchMpi(Device device, const LaunchOptions& options,
 
 }  // namespace
 
+LaunchMode ParseLaunchMode(const std::string& text) {
+  if (text == "threads") return LaunchMode::kThreads;
+  if (text == "mpi") return LaunchMode::kMpi;
+  throw Error("--mode=" + text + " is not a launch mode: use --mode=threads or --mode=mpi");
+}
+
+const char* ToString(LaunchMode mode) {
+  switch (mode) {
+    case LaunchMode::kThreads:
+      return "threads";
+    case LaunchMode::kMpi:
+      return "mpi";
+  }
+  return "unknown";
+}
+
 void Launch(const LaunchOptions& options,
             const std::function<void(Worker&)>& fn) {
-  const bool threads = options.mode == "threads";
-  TANDEM_CHECK(threads || options.mode == "mpi")
-      << "--mode=" << options.mode
-      << " is not a launch mode: use --mode=threads or --mode=mpi";
+  const bool threads = options.mode == LaunchMode::kThreads;
+  TANDEM_CHECK(threads || options.mode == LaunchMode::kMpi)
+      << "LaunchOptions::mode holds " << static_cast<int>(options.mode)
+      << ", not a launch mode: use --mode=threads or --mode=mpi";
   TANDEM_CHECK(options.collective_timeout_s > 0)
       << "--collective_timeout must be positive, got " << options.collective_timeout_s;
   TANDEM_CHECK(options.gradient_lanes >= 1)

@@ -3,10 +3,11 @@
 // processes started by mpirun.
 //
 //   LaunchOptions options;       // filled from --mode, --workers, --device
+//   options.mode = ParseLaunchMode(mode_flag);   // "threads" or "mpi"
 //   options.workers = 4;
 //   Launch(options, [](Worker& w) {
 //     std::vector<float> grads = ComputeGrads(w.rank);
-//     w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kAverage);
+//     w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kAverage)->Wait();
 //     if (w.is_root()) std::cout << "step done on " << w.size << " workers\n";
 //   });
 //
@@ -19,50 +20,66 @@
 // the first worker that failed for its own reason (not the workers that were
 // merely aborted). A worker that does not return within
 // LaunchOptions::stop_grace_s of the failure (stuck outside any collective)
-// is abandoned and named in that message. In mpi mode a worker that throws prints "rank <R> failed:
-// <message>" to stderr and calls MPI_Abort, which ends the whole mpirun job:
-// the other processes could otherwise wait in a collective forever.
+// is abandoned and named in that message. In mpi mode a worker that throws
+// prints "rank <R> failed: <message>" to stderr and calls MPI_Abort, which
+// ends the whole mpirun job: the other processes could otherwise wait in a
+// collective forever.
+//
+// Workers on GPUs also get device communicators (Worker::device_comm), made
+// by parallel/device_communicators.h.
 #ifndef TANDEM_PARALLEL_LAUNCHER_H_
 #define TANDEM_PARALLEL_LAUNCHER_H_
 
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "parallel/communicator.h"
 
 namespace tandem {
 
+enum class LaunchMode {
+  kThreads,  // workers are threads of this process
+  kMpi,      // one process per worker, started by mpirun
+};
+
+// "threads" or "mpi", as --mode takes them; throws tandem::Error naming
+// --mode and the valid values for anything else.
+LaunchMode ParseLaunchMode(const std::string& text);
+// "threads" or "mpi".
+const char* ToString(LaunchMode mode);
+
 struct LaunchOptions {
-  // "threads" (workers are threads of this process) or "mpi" (one process
-  // per worker, started by mpirun).
-  std::string mode = "threads";
+  LaunchMode mode = LaunchMode::kThreads;
   // Threads mode: how many workers, 1 when unset. Mpi mode: must stay unset,
   // since mpirun -np decides; optional so that "set" is visible even for 1.
   std::optional<int> workers;
-  // "cpu", "cuda" (worker i on GPU i in threads mode, on GPU
-  // node-local-rank % GPUs in mpi mode) or "auto" (cuda when a GPU is
-  // visible, else cpu).
+  // "cpu", "cuda" (worker i on GPU i in threads mode, on GPU node-local
+  // rank in mpi mode: one GPU per worker, so more workers than GPUs on a
+  // node is an error) or "auto" (cuda when a GPU is visible, else cpu).
   std::string device = "cpu";
   // A collective unfinished after this long fails the run with a message
   // naming it (threads and NCCL: an error; MPI: MPI_Abort of the job).
   double collective_timeout_s = 60.0;
   // Debug: compare every collective's (sequence, kind, size) across ranks
-  // before running it, on MPI and on NCCL (over the host communicator); a
-  // mismatch fails every rank naming who called what. ThreadCommunicator
-  // always checks its own collectives.
+  // before running it (Communicator::set_fingerprint_channel); a mismatch
+  // fails every rank naming who called what. Device communicators compare
+  // over the worker's host communicator; in mpi mode the host communicator
+  // compares over a second MpiCommunicator. ThreadCommunicator always checks
+  // its own collectives.
   bool check_collectives = false;
   // Threads mode: after a worker fails, how long Launch waits for the others
   // to return before it reports the failure anyway, abandoning those still
   // running (stuck outside any collective; see Note [Stuck workers]).
   double stop_grace_s = 5.0;
-  // Workers on GPUs: how many NCCL communicators each gets for gradients
+  // Workers on GPUs: how many device communicators each gets for gradients
   // (Worker::gradient_lanes). The reducer spreads its buckets over them so
-  // that consecutive all-reduces overlap (Note [Lanes] in reducer.cc). Two
-  // lanes move a bucketed gradient faster when nothing else runs, but in a
-  // training step one lane was faster (fewer NCCL kernels beside backward's
-  // GEMMs; docs/benchmarks.md), hence the default.
+  // that consecutive all-reduces overlap. More than one moves a bucketed
+  // gradient faster when nothing else runs, but beside backward's GEMMs one
+  // is faster (fewer NCCL kernels competing for SMs; docs/benchmarks.md),
+  // hence the default.
   int gradient_lanes = 1;
 };
 
@@ -72,8 +89,8 @@ struct Worker {
   Device device;
   // The host communicator: host memory, for metadata and barriers.
   Communicator& comm;
-  // A communicator over device memory (NCCL, a NcclCommunicator) for workers
-  // on GPUs, one rank per worker; null on CPU. Same ranks as `comm`.
+  // A communicator over device memory (NCCL) for workers on GPUs, one rank
+  // per worker; null on CPU. Same ranks as `comm`.
   Communicator* device_comm = nullptr;
   // All of this worker's device communicators (LaunchOptions::
   // gradient_lanes of them, device_comm first); empty on CPU.

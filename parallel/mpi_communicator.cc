@@ -1,29 +1,17 @@
 #include "parallel/mpi_communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <vector>
 
-#include "parallel/collective_fingerprint.h"
 #include "parallel/mpi_check.h"
 
 namespace tandem {
 
 namespace {
-
-// Frees a communicator made for a moment (LocalRank's node communicator).
-class ScopedComm {
- public:
-  ScopedComm() = default;
-  ~ScopedComm() {
-    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-  }
-  ScopedComm(const ScopedComm&) = delete;
-  ScopedComm& operator=(const ScopedComm&) = delete;
-  MPI_Comm comm = MPI_COMM_NULL;
-};
 
 // Frees a derived datatype (AllGather's strided receive block).
 class ScopedType {
@@ -89,175 +77,174 @@ std::string MpiRuntime::ThreadLevelName(int level) {
 // ---------------------------------------------------------------------------
 // MpiCommunicator
 
-MpiCommunicator::MpiCommunicator(MPI_Comm base) {
-  int initialized = 0;
-  MPI_CHECK(MPI_Initialized(&initialized));
-  TANDEM_CHECK(initialized)
-      << "MpiCommunicator needs MPI running: create a tandem::MpiRuntime "
-         "first";
-  MPI_CHECK(MPI_Comm_dup(base, &comm_));
-  MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  MPI_CHECK(MPI_Comm_size(comm_, &size_));
-  local_rank_ = LocalRank(comm_);
+// Note [MPI thread levels]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// An MpiCommunicator calls MPI from its progress thread (parallel/
+// collective_queue.h), one collective at a time, while its caller goes on.
+// Two MpiCommunicators therefore call MPI from two threads at once whenever
+// both have collectives in flight; a fingerprint channel always does, since
+// the preamble exchanges fingerprints over the channel while earlier
+// collectives of the channelled communicator are still running. Concurrent
+// calls from several threads need MPI_THREAD_MULTIPLE. The rule, enforced
+// at construction where it can be decided the same way on every rank: a
+// second MpiCommunicator alive in the process needs MPI_THREAD_MULTIPLE;
+// under MPI_THREAD_SERIALIZED it throws before any MPI call. What cannot be
+// checked is the program's own MPI calls: under MPI_THREAD_SERIALIZED they
+// must wait until the communicator's Works have completed.
+//
+// Describe() is computed once, at construction, so that error messages made
+// on any thread ask MPI nothing.
+
+namespace {
+
+// MpiCommunicators alive in this process; see Note [MPI thread levels].
+std::atomic<int> live_communicators{0};
+
+int ThreadLevel() {
+  int level = MPI_THREAD_SINGLE;
+  MPI_CHECK(MPI_Query_thread(&level));
+  return level;
 }
 
-MpiCommunicator::~MpiCommunicator() {
+}  // namespace
+
+MpiCommunicator::LiveSlot::LiveSlot() { live_communicators.fetch_add(1); }
+
+MpiCommunicator::LiveSlot::~LiveSlot() { live_communicators.fetch_sub(1); }
+
+internal::OwnedMpiComm::~OwnedMpiComm() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   // After MPI_Finalize the handle is gone with everything else.
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+MpiCommunicator::MpiCommunicator(MPI_Comm base) {
+  int initialized = 0;
+  MPI_CHECK(MPI_Initialized(&initialized));
+  TANDEM_CHECK(initialized)
+      << "MpiCommunicator needs MPI running: create a tandem::MpiRuntime "
+         "first";
+  const int level = ThreadLevel();
+  const int alive = live_communicators.load();
+  // See Note [MPI thread levels].
+  TANDEM_CHECK(alive == 1 || level == MPI_THREAD_MULTIPLE)
+      << "a second MpiCommunicator (" << alive << " alive in this process, e.g. one "
+      << "serving as another's fingerprint channel) calls MPI from its own progress thread "
+      << "while the first may be in MPI too, which needs MPI_THREAD_MULTIPLE, but MPI "
+      << "provides " << MpiRuntime::ThreadLevelName(level)
+      << ": use an MPI built with thread support, or one MpiCommunicator at a time";
+  MPI_CHECK(MPI_Comm_dup(base, comm_.out()));
+  MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(comm_.get(), &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_.get(), &size_));
+  local_rank_ = LocalRank(comm_.get());
+  char host[MPI_MAX_PROCESSOR_NAME] = "?";
+  int length = 0;
+  MPI_Get_processor_name(host, &length);
+  description_ = "MpiCommunicator(rank " + std::to_string(rank_) + " of " +
+                 std::to_string(size_) + ", local rank " + std::to_string(local_rank_) +
+                 " on " + host + ", " + MpiRuntime::ThreadLevelName(level) + ")";
+
+  CollectiveQueueOptions options;
+  options.owner = description_;
+  options.run = [this](const Collective& c) { Run(c); };
+  options.timeout = kDefaultTimeout;
+  options.on_timeout = [this](const std::string& what) {
+    // On the watchdog's thread; Abort does not return.
+    Abort("tandem: collective timeout on rank " + std::to_string(rank_) + ": " + what);
+  };
+  queue_ = std::make_unique<CollectiveQueue>(std::move(options));
+}
+
+MpiCommunicator::~MpiCommunicator() = default;
+
 void MpiCommunicator::set_max_elements_per_call(int64_t n) {
   TANDEM_CHECK(n >= 1 && n <= INT_MAX)
       << "elements per MPI call must be in [1, INT_MAX], got " << n;
-  max_elements_per_call_ = n;
-}
-
-namespace {
-
-// "<self>: AllReduce #3 (4000 bytes)".
-std::string CollectiveText(const std::string& self, const char* kind, uint64_t sequence,
-                           int64_t count) {
-  return self + ": " + kind + " #" + std::to_string(sequence) + " (" +
-         std::to_string(count * static_cast<int64_t>(sizeof(float))) + " bytes)";
-}
-
-}  // namespace
-
-std::string MpiCommunicator::Context(const char* kind, int64_t count) const {
-  return CollectiveText(Describe(), kind, sequence_, count);
-}
-
-CollectiveWatchdog& MpiCommunicator::watchdog() {
-  // Created on first use, so a communicator that never communicates starts
-  // no thread.
-  if (!watchdog_) {
-    // Described here, on the calling thread: the watchdog's thread must
-    // make no MPI calls (Describe asks MPI for the host name).
-    const std::string self = Describe();
-    watchdog_ = std::make_unique<CollectiveWatchdog>(
-        kDefaultTimeout,
-        [self](const char* kind, uint64_t sequence, int64_t count) {
-          return CollectiveText(self, kind, sequence, count);
-        },
-        [this](const std::string& what) {
-          Abort("tandem: collective timeout on rank " + std::to_string(rank_) + ": " + what);
-        });
-  }
-  return *watchdog_;
-}
-
-CollectiveWatchdog::Watch MpiCommunicator::Watch(const char* kind, int64_t count) {
-  if (check_fingerprints_) CheckFingerprints(kind, count);
-  return watchdog().Start(kind, sequence_, count);
-}
-
-void MpiCommunicator::CheckFingerprints(const char* kind, int64_t count) {
-  // MPI_Allgather of int64s directly, not CheckFingerprint over this
-  // communicator: its AllGather would check a fingerprint of its own.
-  const int64_t mine[3] = {static_cast<int64_t>(sequence_), FingerprintKind(kind), count};
-  std::vector<int64_t> all(3 * static_cast<size_t>(size_));
-  MPI_CHECK(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm_))
-      << Context(kind, count) << ": exchanging collective fingerprints";
-  std::vector<Fingerprint> fingerprints(static_cast<size_t>(size_));
-  for (size_t r = 0; r < fingerprints.size(); ++r) {
-    fingerprints[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
-  }
-  CheckFingerprintsAgree(fingerprints, rank_);
+  max_elements_per_call_.store(n);
 }
 
 void MpiCommunicator::set_timeout(std::chrono::milliseconds timeout) {
-  watchdog().set_timeout(timeout);
+  TANDEM_CHECK(timeout.count() > 0)
+      << Describe() << ": collective timeout must be positive, got " << timeout.count() << " ms";
+  queue_->set_timeout(timeout);
 }
 
-void MpiCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
-  ++sequence_;
-  auto watch = Watch("AllReduce", count);
-  TANDEM_CHECK(count >= 0) << Context("AllReduce", count);
-  for (int64_t offset = 0; offset < count; offset += max_elements_per_call_) {
-    const int n =
-        static_cast<int>(std::min(max_elements_per_call_, count - offset));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + offset, n, MPI_FLOAT, MPI_SUM,
-                            comm_))
-        << Context("AllReduce", count);
+std::shared_ptr<Work> MpiCommunicator::Start(const Collective& c) {
+  const std::string kind = c.kind;
+  TANDEM_CHECK(kind == "AllReduce" || kind == "Broadcast" || kind == "Barrier" ||
+               kind == "AllGather")
+      << Context(c) << ": MpiCommunicator has no collective '" << kind << "'";
+  return queue_->Enqueue(c);
+}
+
+void MpiCommunicator::Run(const Collective& c) {
+  const std::string kind = c.kind;
+  const int64_t max_per_call = max_elements_per_call_.load();
+  if (kind == "AllReduce") {
+    RunAllReduce(c, max_per_call);
+  } else if (kind == "Broadcast") {
+    RunBroadcast(c, max_per_call);
+  } else if (kind == "AllGather") {
+    RunAllGather(c, max_per_call);
+  } else {
+    MPI_CHECK(MPI_Barrier(comm_.get())) << Context(c);
   }
-  if (op == ReduceOp::kAverage) {
+}
+
+void MpiCommunicator::RunAllReduce(const Collective& c, int64_t max_per_call) {
+  for (int64_t offset = 0; offset < c.count; offset += max_per_call) {
+    const int n = static_cast<int>(std::min(max_per_call, c.count - offset));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, c.data + offset, n, MPI_FLOAT, MPI_SUM, comm_.get()))
+        << Context(c);
+  }
+  if (c.op == ReduceOp::kAverage) {
     // The same rounding as ThreadCommunicator: one multiply by 1/N.
     const float scale = 1.0f / size_;
-    for (int64_t i = 0; i < count; ++i) data[i] *= scale;
+    for (int64_t i = 0; i < c.count; ++i) c.data[i] *= scale;
   }
 }
 
-void MpiCommunicator::Broadcast(float* data, int64_t count, int root) {
-  ++sequence_;
-  auto watch = Watch("Broadcast", count);
-  TANDEM_CHECK(count >= 0) << Context("Broadcast", count);
-  TANDEM_CHECK(root >= 0 && root < size_)
-      << Context("Broadcast", count) << ": root " << root << " is not a rank";
-  for (int64_t offset = 0; offset < count; offset += max_elements_per_call_) {
-    const int n =
-        static_cast<int>(std::min(max_elements_per_call_, count - offset));
-    MPI_CHECK(MPI_Bcast(data + offset, n, MPI_FLOAT, root, comm_))
-        << Context("Broadcast", count);
+void MpiCommunicator::RunBroadcast(const Collective& c, int64_t max_per_call) {
+  for (int64_t offset = 0; offset < c.count; offset += max_per_call) {
+    const int n = static_cast<int>(std::min(max_per_call, c.count - offset));
+    MPI_CHECK(MPI_Bcast(c.data + offset, n, MPI_FLOAT, c.root, comm_.get())) << Context(c);
   }
 }
 
-void MpiCommunicator::Barrier() {
-  ++sequence_;
-  auto watch = Watch("Barrier", 0);
-  MPI_CHECK(MPI_Barrier(comm_)) << Context("Barrier", 0);
-}
-
-void MpiCommunicator::AllGather(const float* send, int64_t count_per_rank,
-                                float* recv) {
-  ++sequence_;
-  auto watch = Watch("AllGather", count_per_rank);
-  TANDEM_CHECK(count_per_rank >= 0) << Context("AllGather", count_per_rank);
+void MpiCommunicator::RunAllGather(const Collective& c, int64_t max_per_call) {
   // MPI forbids overlapping send and receive buffers except via MPI_IN_PLACE.
-  const bool in_place = send == recv + rank_ * count_per_rank;
-  if (count_per_rank <= max_elements_per_call_) {
-    const int n = static_cast<int>(count_per_rank);
-    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, MPI_FLOAT, recv,
-                            n, MPI_FLOAT, comm_))
-        << Context("AllGather", count_per_rank);
+  const bool in_place = c.send == c.data + rank_ * c.count;
+  if (c.count <= max_per_call) {
+    const int n = static_cast<int>(c.count);
+    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : c.send, n, MPI_FLOAT, c.data, n, MPI_FLOAT,
+                            comm_.get()))
+        << Context(c);
     return;
   }
   // Each call moves elements [offset, offset + n) of every rank's block. The
   // receive type is n floats with an extent of a whole block, so rank r's
-  // piece lands at recv + r * count_per_rank + offset; extents are MPI_Aint,
-  // so no int overflows however large the blocks.
-  for (int64_t offset = 0; offset < count_per_rank;
-       offset += max_elements_per_call_) {
-    const int n = static_cast<int>(
-        std::min(max_elements_per_call_, count_per_rank - offset));
+  // piece lands at recv + r * count + offset; extents are MPI_Aint, so no
+  // int overflows however large the blocks.
+  for (int64_t offset = 0; offset < c.count; offset += max_per_call) {
+    const int n = static_cast<int>(std::min(max_per_call, c.count - offset));
     ScopedType piece, strided;
-    MPI_CHECK(MPI_Type_contiguous(n, MPI_FLOAT, &piece.type));
-    MPI_CHECK(MPI_Type_create_resized(
-        piece.type, 0, static_cast<MPI_Aint>(count_per_rank * sizeof(float)),
-        &strided.type));
-    MPI_CHECK(MPI_Type_commit(&strided.type));
-    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send + offset, n,
-                            MPI_FLOAT, recv + offset, 1, strided.type, comm_))
-        << Context("AllGather", count_per_rank);
+    MPI_CHECK(MPI_Type_contiguous(n, MPI_FLOAT, &piece.type)) << Context(c);
+    MPI_CHECK(MPI_Type_create_resized(piece.type, 0,
+                                      static_cast<MPI_Aint>(c.count * sizeof(float)),
+                                      &strided.type))
+        << Context(c);
+    MPI_CHECK(MPI_Type_commit(&strided.type)) << Context(c);
+    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : c.send + offset, n, MPI_FLOAT,
+                            c.data + offset, 1, strided.type, comm_.get()))
+        << Context(c);
   }
-}
-
-std::string MpiCommunicator::Describe() const {
-  char host[MPI_MAX_PROCESSOR_NAME] = "?";
-  int length = 0;
-  MPI_Get_processor_name(host, &length);
-  int level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&level);
-  return "MpiCommunicator(rank " + std::to_string(rank_) + " of " +
-         std::to_string(size_) + ", local rank " + std::to_string(local_rank_) +
-         " on " + host + ", " + MpiRuntime::ThreadLevelName(level) + ")";
 }
 
 void MpiCommunicator::Abort(const std::string& reason) {
   std::cerr << reason << std::endl;
-  MPI_Abort(comm_, 1);
+  MPI_Abort(comm_.get(), 1);
   // MPI_Abort does not return in Open MPI; be sure nobody waits if it did.
   std::_Exit(1);
 }
@@ -265,12 +252,12 @@ void MpiCommunicator::Abort(const std::string& reason) {
 int LocalRank(MPI_Comm comm) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  ScopedComm node;
+  internal::OwnedMpiComm node;
   // Key = world rank keeps the node-local order the same as the global one.
   MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-                                &node.comm));
+                                node.out()));
   int local_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(node.comm, &local_rank));
+  MPI_CHECK(MPI_Comm_rank(node.get(), &local_rank));
   return local_rank;
 }
 

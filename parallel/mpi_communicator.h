@@ -5,7 +5,7 @@
 //     tandem::MpiRuntime mpi(&argc, &argv);     // MPI_Init_thread .. Finalize
 //     tandem::MpiCommunicator comm;             // its own MPI_COMM_WORLD dup
 //     std::vector<float> grads(1000, 1.0f);
-//     comm.AllReduce(grads.data(), grads.size(), tandem::ReduceOp::kSum);
+//     comm.AllReduce(grads.data(), grads.size(), tandem::ReduceOp::kSum)->Wait();
 //   }                                           // every element == comm.size()
 //
 // Destroy communicators before the runtime. MPI can be initialised once per
@@ -13,31 +13,39 @@
 // it with its own MPI code, holds one MpiRuntime in main() for the whole run;
 // later MpiRuntimes then find MPI running and leave it alone.
 //
-// Threads. MPI is asked for MPI_THREAD_MULTIPLE because the reducer issues
-// collectives from a communication thread while the main thread may call
-// MPI too; MPI_THREAD_SERIALIZED is accepted (then only one thread may be in
-// MPI at a time, which the reducer can arrange) and anything less is an
-// error at start-up. Collectives on one communicator are still issued by one
-// thread at a time, in the same order on every rank.
+// Threads. Each MpiCommunicator runs its collectives on a progress thread of
+// its own (parallel/collective_queue.h), so the thread that calls MPI is not
+// the caller's. See Note [MPI thread levels] in mpi_communicator.cc:
+//   - MPI_THREAD_MULTIPLE (asked for) allows everything: several
+//     MpiCommunicators, e.g. one as another's fingerprint channel
+//     (set_fingerprint_channel), and MPI calls of the program's own
+//     alongside.
+//   - MPI_THREAD_SERIALIZED allows one MpiCommunicator at a time in the
+//     process, and the program's own MPI calls only while none of its
+//     collectives is in flight. A second MpiCommunicator is refused with an
+//     error saying so.
+//   - Anything less is an error at start-up (MpiRuntime).
 #ifndef TANDEM_PARALLEL_MPI_COMMUNICATOR_H_
 #define TANDEM_PARALLEL_MPI_COMMUNICATOR_H_
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
-#include <chrono>
 #include <memory>
 #include <string>
 
-#include "parallel/collective_watchdog.h"
+#include "parallel/collective_queue.h"
 #include "parallel/communicator.h"
 
 namespace tandem {
 
 // Initialises MPI unless it already is, and finalises it on destruction if
 // it initialised it. Throws if MPI was finalised already (it cannot restart)
-// or provides less than MPI_THREAD_SERIALIZED.
+// or provides less than MPI_THREAD_SERIALIZED. Asks for MPI_THREAD_MULTIPLE,
+// which a fingerprint channel (a second MpiCommunicator) needs.
 class MpiRuntime {
  public:
   explicit MpiRuntime(int* argc = nullptr, char*** argv = nullptr);
@@ -58,30 +66,47 @@ class MpiRuntime {
   bool owns_ = false;
 };
 
+namespace internal {
+
+// Owns an MPI communicator: MPI_Comm_free on destruction, unless MPI is
+// finalised (then the handle is gone with everything else). Never throws.
+class OwnedMpiComm {
+ public:
+  OwnedMpiComm() = default;
+  ~OwnedMpiComm();
+  OwnedMpiComm(const OwnedMpiComm&) = delete;
+  OwnedMpiComm& operator=(const OwnedMpiComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+  // For the MPI call that creates it.
+  MPI_Comm* out() { return &comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+}  // namespace internal
+
 class MpiCommunicator final : public Communicator {
  public:
   // Duplicates `base` so our collectives never match a user's messages on
   // it, and makes MPI errors on the duplicate return codes (which MPI_CHECK
   // turns into tandem::Error) instead of ending the job. Collective over
-  // `base`; MPI must be initialised (see MpiRuntime).
+  // `base`; MPI must be initialised (see MpiRuntime). Throws, on every rank
+  // alike, if another MpiCommunicator is alive and MPI provides less than
+  // MPI_THREAD_MULTIPLE.
   explicit MpiCommunicator(MPI_Comm base = MPI_COMM_WORLD);
-  // Frees the duplicate; never throws.
+  // Fails what is still queued, waits for the running collective, then
+  // frees the duplicate; never throws.
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  // MPI_Allreduce(MPI_IN_PLACE, MPI_SUM), then a multiply by 1.0f/size()
-  // for kAverage, as ThreadCommunicator does.
-  void AllReduce(float* data, int64_t count, ReduceOp op) override;
-  void Broadcast(float* data, int64_t count, int root) override;
-  void Barrier() override;
-  void AllGather(const float* send, int64_t count_per_rank,
-                 float* recv) override;
   // "MpiCommunicator(rank 1 of 4, local rank 1 on node7,
-  // MPI_THREAD_MULTIPLE)".
-  std::string Describe() const override;
+  // MPI_THREAD_MULTIPLE)". Made at construction: asks MPI nothing, so any
+  // thread may call it while collectives run.
+  std::string Describe() const override { return description_; }
   // Prints `reason` to stderr and calls MPI_Abort, which ends every process
   // of the job: a rank blocked inside an MPI collective cannot be woken any
   // other way. Does not return.
@@ -89,41 +114,50 @@ class MpiCommunicator final : public Communicator {
 
   // This rank's index among the ranks on its node (see LocalRank).
   int local_rank() const { return local_rank_; }
-  MPI_Comm comm() const { return comm_; }
+  MPI_Comm comm() const { return comm_.get(); }
 
   // MPI counts are ints, so a collective of more floats than this is split
-  // into several calls. Tests lower it to exercise the split.
+  // into several calls. Tests lower it to exercise the split. Applies to
+  // collectives that start running after the call.
   void set_max_elements_per_call(int64_t n);
 
-  // A collective still unfinished after `timeout` ends the job (MPI_Abort)
+  // A collective still running after `timeout` ends the job (MPI_Abort)
   // with a message naming it, its sequence number and its size: MPI cannot
   // interrupt a collective, so a dead or diverged rank would hang the rest.
   // Default kDefaultTimeout.
   static constexpr std::chrono::seconds kDefaultTimeout{60};
   void set_timeout(std::chrono::milliseconds timeout);
 
-  // Debug mode: before each collective every rank all-gathers its
-  // (sequence number, kind, count) fingerprint; a rank that issues another
-  // collective than the others makes every rank throw, naming who called
-  // what, instead of pairing mismatched buffers or hanging.
-  void set_check_fingerprints(bool check) { check_fingerprints_ = check; }
+ protected:
+  // Queues `c` on the progress thread (see Note [MPI thread levels]).
+  std::shared_ptr<Work> Start(const Collective& c) override;
 
  private:
-  // Context for errors: "MpiCommunicator(...): AllReduce #3 (4000 bytes)".
-  std::string Context(const char* kind, int64_t count) const;
-  CollectiveWatchdog& watchdog();
-  void CheckFingerprints(const char* kind, int64_t count);
-  CollectiveWatchdog::Watch Watch(const char* kind, int64_t count);
+  // The exchange, on the progress thread.
+  void Run(const Collective& c);
+  void RunAllReduce(const Collective& c, int64_t max_per_call);
+  void RunBroadcast(const Collective& c, int64_t max_per_call);
+  void RunAllGather(const Collective& c, int64_t max_per_call);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  // Counts this communicator among the live ones (see Note [MPI thread
+  // levels]); released by the destructor.
+  struct LiveSlot {
+    LiveSlot();
+    ~LiveSlot();
+    LiveSlot(const LiveSlot&) = delete;
+    LiveSlot& operator=(const LiveSlot&) = delete;
+  };
+
+  LiveSlot live_;
+  internal::OwnedMpiComm comm_;
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;
-  uint64_t sequence_ = 0;
-  int64_t max_elements_per_call_ = INT_MAX;
-  // Aborts the job when a collective hangs (see set_timeout).
-  std::unique_ptr<CollectiveWatchdog> watchdog_;
-  bool check_fingerprints_ = false;
+  std::string description_;
+  std::atomic<int64_t> max_elements_per_call_{INT_MAX};
+  // After comm_: destroyed first, so its thread has stopped calling MPI on
+  // comm_ before comm_ is freed.
+  std::unique_ptr<CollectiveQueue> queue_;
 };
 
 // The rank of this process among those of `comm` that share its node

@@ -12,7 +12,7 @@
 // of memory'", "peer rank 1 closed the connection"), the call and file:line.
 //
 // Never use it in a destructor: release with the raw call there and at most
-// log (NcclCommunicator's destructor does).
+// log (NcclComm and NcclMemory in nccl_handle.h do, through LogIfNcclError).
 #ifndef TANDEM_PARALLEL_NCCL_CHECK_H_
 #define TANDEM_PARALLEL_NCCL_CHECK_H_
 

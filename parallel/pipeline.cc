@@ -1,521 +1,41 @@
 #include "parallel/pipeline.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <deque>
+#include <exception>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include "core/backend_registry.h"
 #include "core/check.h"
-#include "core/ops.h"
-#include "layers/dropout.h"
 #include "parallel/communicator.h"
+#include "parallel/pipeline_groups.h"
+#include "parallel/pipeline_handoff.h"
+#include "parallel/pipeline_stage.h"
 #include "parallel/sharding.h"
-#include "parallel/thread_communicator.h"
-
-#ifdef TANDEM_WITH_CUDA
-#include <cuda_runtime_api.h>
-
-#include "core/cuda/cuda_backend.h"
-#include "core/cuda/cuda_check.h"
-#include "core/cuda/device_guard.h"
-#include "core/cuda/event.h"
-#include "parallel/nccl_communicator.h"
-#endif
 
 namespace tandem {
 
-// Note [Stage models]
-// ~~~~~~~~~~~~~~~~~~~
-// Sequential owns its layers and has no way to give them up, and layers/
-// stays as it is. So the pipeline keeps each replica's Sequential whole (it
-// owns the layers) and gives every stage a Sequential of StageLayer proxies
-// for its range of layers. A proxy forwards Forward, Backward, Parameters and
-// the training mode to the real layer, so the stage model is an ordinary
-// Sequential: the Reducer drives its backward and re-homes its gradients into
-// buckets through the same Parameter pointers, and the optimizer updates the
-// real layers' tensors. Layer i lives on its stage's device (MoveTo).
-//
-// Note [Recompute]
-// ~~~~~~~~~~~~~~~~
-// Our layers cache what Backward needs from their LAST Forward only. GPipe
-// runs forwards of micro-batches 0..M-1 before the backward of M-1..0, so by
-// the time micro-batch m < M-1 is differentiated its caches are gone. Like
-// GPipe's re-materialisation, each stage keeps only its input of every
-// micro-batch (the activation that crossed the stage boundary) and runs the
-// stage's forward on it again right before that micro-batch's backward. The
-// backward of M-1 comes right after its forward, so it needs no recompute:
-// a stage computes M + (M - 1) forwards and M backwards per step. Memory per
-// stage is M boundary activations plus one micro-batch's internal ones.
-// Recomputing must reproduce the first forward bit for bit; every op is
-// deterministic, and the one layer with per-call state, Dropout, draws its
-// mask from a counter (offset) that we save before each micro-batch's forward
-// and restore before its recompute (and restore to the post-forward value
-// afterwards, so the next step draws what single-device training would).
-//
-// Note [Cross-device hand-off]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A micro-batch's activation (or gradient) made by stage s on GPU a goes to
-// stage s+1 (s-1) on GPU b without the host waiting for either GPU:
-//   1. s records `ready` on a's compute stream after the kernels that wrote
-//      the tensor, and passes (tensor, event) through the channel: the host
-//      thread of the receiver gets a handle, not data;
-//   2. the receiver allocates the destination on b, makes b's compute stream
-//      wait for `ready` (cudaStreamWaitEvent across devices, which orders
-//      correctly within one process with a plain cudaEventDisableTiming
-//      event), queues cudaMemcpyPeerAsync on b's stream and records
-//      `consumed` there.
-// Lifetime: the source block belongs to a's caching allocator, which hands a
-// freed block out again at once, relying on a's one stream for order (Note
-// [Stream-ordered reuse] in core/cuda/caching_allocator.h). b's stream reads
-// the block, so freeing it when the receiver drops the handle would let a
-// overwrite it while the copy may still be running. The producer therefore
-// keeps the source in its PeerCopy slot for the whole step; after the step,
-// when every receiver has queued its copy, a's stream waits for each
-// `consumed` event and only then is the source released (ReleaseHandoffs):
-// any later reuse of the block on a is ordered after the copy. Costs: the
-// stage outputs of one step stay allocated until its end (as large as the
-// receiver's saved inputs), and two events per micro-batch and boundary,
-// created once and re-recorded every step. Peer access is enabled once for
-// each pair of neighbouring GPUs, so the copies go over NVLink directly.
+using internal::HandoffLink;
+using internal::StageAbortedError;
+using internal::StageReplicaGroups;
+using internal::StageWorker;
 
-namespace {
-
-// Thrown by a hand-off after the pipeline was aborted: a consequence of
-// another stage's failure, not a cause (like CollectiveAbortedError).
-class StageAbortedError : public Error {
- public:
-  using Error::Error;
-};
-
-// A stage's view of one layer of the model; see Note [Stage models].
-class StageLayer final : public Layer {
- public:
-  explicit StageLayer(Layer& target) : target_(target) {}
-  Tensor Forward(const Tensor& x) override { return target_.Forward(x); }
-  Tensor Backward(const Tensor& dy) override { return target_.Backward(dy); }
-  void SetNeedsInputGrad(bool needed) override {
-    Layer::SetNeedsInputGrad(needed);
-    target_.SetNeedsInputGrad(needed);
-  }
-  std::vector<Parameter> Parameters() override { return target_.Parameters(); }
-  std::string Name() const override { return target_.Name(); }
-  std::string Describe() const override { return target_.Describe(); }
-
- protected:
-  void OnModeChange() override { target_.SetTraining(training()); }
-
- private:
-  Layer& target_;
-};
-
-bool IsPeerPair(Device from, Device to) {
-  return from.is_cuda() && to.is_cuda() && from.index != to.index;
-}
-
-// One cross-GPU hand-off slot of a producing stage (one per micro-batch and
-// direction). See Note [Cross-device hand-off].
-struct PeerCopy {
-  Tensor src;  // the producer's tensor, kept until ReleaseHandoffs
-  int src_device = -1;
-  int dst_device = -1;
-  // Set by the receiver once it has queued the copy and recorded `consumed`.
-  std::atomic<bool> copied{false};
-#ifdef TANDEM_WITH_CUDA
-  cuda::Event ready;     // on src_device, after the kernels that wrote src
-  cuda::Event consumed;  // on dst_device, after the copy out of src
-#endif
-};
-
-std::unique_ptr<PeerCopy> MakePeerCopy(Device from, Device to) {
-#ifdef TANDEM_WITH_CUDA
-  auto copy = std::make_unique<PeerCopy>();
-  copy->src_device = from.index;
-  copy->dst_device = to.index;
-  // CUDA records an event only on a stream of the event's own device.
-  {
-    cuda::DeviceGuard guard(from.index);
-    copy->ready = cuda::Event();
-  }
-  {
-    cuda::DeviceGuard guard(to.index);
-    copy->consumed = cuda::Event();
-  }
-  return copy;
-#else
-  TANDEM_CHECK(false) << "pipeline: a hand-off from " << from << " to " << to
-                      << " needs CUDA, and this build has none";
-  return nullptr;
-#endif
-}
-
-void EnablePeerAccess(int from, int to) {
-#ifdef TANDEM_WITH_CUDA
-  int can = 0;
-  CUDA_CHECK(cudaDeviceCanAccessPeer(&can, from, to));
-  if (!can) return;  // cudaMemcpyPeerAsync still works, through the host
-  cuda::DeviceGuard guard(from);
-  const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
-  if (status == cudaErrorPeerAccessAlreadyEnabled) {
-    cudaGetLastError();  // not an error: clear it for the next launch check
-    return;
-  }
-  CUDA_CHECK(status) << "enabling peer access from cuda:" << from << " to cuda:" << to;
-#endif
-}
-
-// Per-stage busy time of one step: a steady clock on the CPU, timing events
-// on the stage's compute stream on a GPU (so the time is the GPU's, not the
-// host's, which only queues the work).
-class StageTimer {
- public:
-  void Init(Device device, int slots, bool enabled) {
-    device_ = device;
-    enabled_ = enabled;
-    cpu_seconds_ = 0;
-    if (!enabled_) return;
-    cpu_start_.assign(slots, Clock::time_point());
-#ifdef TANDEM_WITH_CUDA
-    if (device.is_cuda()) {
-      cuda::DeviceGuard guard(device.index);
-      for (int i = 0; i < slots; ++i) {
-        starts_.push_back(cuda::Event::Timing());
-        stops_.push_back(cuda::Event::Timing());
-      }
-    }
-#endif
-  }
-  void NewStep() {
-    cpu_seconds_ = 0;
-    used_.assign(cpu_start_.size(), false);
-  }
-  void Begin(int slot) {
-    if (!enabled_) return;
-    used_[slot] = true;
-#ifdef TANDEM_WITH_CUDA
-    if (device_.is_cuda()) {
-      starts_[slot].Record(cuda::ComputeStream(device_.index));
-      return;
-    }
-#endif
-    cpu_start_[slot] = Clock::now();
-  }
-  void End(int slot) {
-    if (!enabled_) return;
-#ifdef TANDEM_WITH_CUDA
-    if (device_.is_cuda()) {
-      stops_[slot].Record(cuda::ComputeStream(device_.index));
-      return;
-    }
-#endif
-    cpu_seconds_ += std::chrono::duration<double>(Clock::now() - cpu_start_[slot]).count();
-  }
-  // Waits for the GPU's events.
-  double BusySeconds() const {
-#ifdef TANDEM_WITH_CUDA
-    if (device_.is_cuda()) {
-      double seconds = 0;
-      for (size_t i = 0; i < used_.size(); ++i) {
-        if (used_[i]) seconds += stops_[i].ElapsedMsSince(starts_[i]) / 1000.0;
-      }
-      return seconds;
-    }
-#endif
-    return cpu_seconds_;
-  }
-  bool enabled() const { return enabled_; }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  Device device_;
-  bool enabled_ = false;
-  std::vector<Clock::time_point> cpu_start_;
-  std::vector<bool> used_;
-  double cpu_seconds_ = 0;
-#ifdef TANDEM_WITH_CUDA
-  std::vector<cuda::Event> starts_, stops_;
-#endif
-};
-
-// What crosses a stage boundary: a micro-batch's activation or gradient,
-// either as a handle (CPU, or both stages on one device) or as a PeerCopy
-// slot whose copy the receiver queues.
-struct Handoff {
-  int micro = -1;
-  Tensor tensor;
-  PeerCopy* peer = nullptr;
-};
-
-}  // namespace
-
-// A bounded queue between two stage threads (mutex + condition variable).
-// Abort wakes both sides; every later Push or Pop throws StageAbortedError.
-class Pipeline::Channel {
- public:
-  Channel(std::string name, size_t capacity)
-      : name_(std::move(name)), capacity_(capacity) {}
-
-  void Push(Handoff item) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return aborted_ || items_.size() < capacity_; });
-    ThrowIfAborted();
-    items_.push_back(std::move(item));
-    cv_.notify_all();
-  }
-  Handoff Pop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return aborted_ || !items_.empty(); });
-    ThrowIfAborted();
-    Handoff item = std::move(items_.front());
-    items_.pop_front();
-    cv_.notify_all();
-    return item;
-  }
-  void Abort(const std::string& reason) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!aborted_) reason_ = reason;
-    aborted_ = true;
-    items_.clear();
-    cv_.notify_all();
-  }
-
- private:
-  void ThrowIfAborted() const {
-    if (aborted_) throw StageAbortedError(name_ + " aborted: " + reason_);
-  }
-
-  const std::string name_;
-  const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Handoff> items_;
-  bool aborted_ = false;
-  std::string reason_;
-};
-
-// The communicators of each stage's replica group (replicas > 1).
-struct Pipeline::Groups {
-  std::vector<std::unique_ptr<ThreadGroup>> threads;  // per stage; CPU stages
-#ifdef TANDEM_WITH_CUDA
-  std::vector<std::unique_ptr<NcclThreadGroup>> nccl;  // per stage; GPU stages
-#endif
-
-  Communicator* comm(int stage, int replica) {
-    if (stage < static_cast<int>(threads.size()) && threads[stage]) {
-      return &threads[stage]->communicator(replica);
-    }
-#ifdef TANDEM_WITH_CUDA
-    if (stage < static_cast<int>(nccl.size()) && nccl[stage]) {
-      return &nccl[stage]->communicator(replica);
-    }
-#endif
-    return nullptr;
-  }
-  void Abort(const std::string& reason) {
-    for (auto& g : threads) {
-      if (g) g->Abort(reason);
-    }
-#ifdef TANDEM_WITH_CUDA
-    for (auto& g : nccl) {
-      if (g) g->Abort(reason);
-    }
-#endif
-  }
-};
-
-// One stage of one replica: its layers, its thread and its per-step state.
-struct Pipeline::Worker {
-  int replica = 0;
-  int stage = 0;
-  Device device;
-  bool first = false;
-  bool last = false;
-  std::vector<Layer*> layers;      // the real layers, owned by the model
-  std::vector<Dropout*> dropouts;  // see Note [Recompute]
-  std::unique_ptr<Sequential> stage_model;  // of StageLayer proxies
-  Communicator* comm = nullptr;             // the stage's replica group
-  std::unique_ptr<Reducer> reducer;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<Loss> loss;
-
-  Channel* fwd_in = nullptr;   // activations from stage - 1
-  Channel* fwd_out = nullptr;  // activations to stage + 1
-  Channel* bwd_in = nullptr;   // gradients from stage + 1
-  Channel* bwd_out = nullptr;  // gradients to stage - 1
-  Device next_device, prev_device;
-  std::vector<std::unique_ptr<PeerCopy>> fwd_copies, bwd_copies;  // per micro
-
-  // Per step. inputs (first stage) and targets (last stage) are set by Step.
-  std::vector<Tensor> inputs, targets;
-  std::vector<Tensor> saved;  // the stage's input of each micro-batch
-  std::vector<Tensor> dlogits;
-  std::vector<std::vector<uint64_t>> dropout_offsets;  // [micro][dropout]
-  Tensor loss_total;  // [1]
-  StageTimer timer;
-  std::thread thread;
-
-  std::string Label() const {
-    std::ostringstream out;
-    out << "stage " << stage << " of replica " << replica << " (" << device << ")";
-    return out.str();
-  }
-
-  void Setup(const PipelineOptions& options) {
-    for (Layer* layer : layers) MoveTo(*layer, device);
-    // See Note [Gradient averaging] in reducer.cc: the loss is normalised by
-    // the global batch, and the reducer sums.
-    if (comm != nullptr) {
-      reducer = std::make_unique<Reducer>(*stage_model, *comm, options.reducer);
-    }
-    optimizer = MakeOptimizer(options.optimizer, stage_model->Parameters());
-    if (last) {
-      loss = options.make_loss ? options.make_loss()
-                               : std::make_unique<SoftmaxCrossEntropyLoss>();
-      TANDEM_CHECK(loss != nullptr) << "pipeline: make_loss returned null";
-    }
-    const int m = options.micro_batches;
-    if (fwd_out != nullptr && IsPeerPair(device, next_device)) {
-      for (int i = 0; i < m; ++i) fwd_copies.push_back(MakePeerCopy(device, next_device));
-    }
-    if (bwd_out != nullptr && IsPeerPair(device, prev_device)) {
-      for (int i = 0; i < m; ++i) bwd_copies.push_back(MakePeerCopy(device, prev_device));
-    }
-    timer.Init(device, 2 * m, options.record_timing);
-  }
-
-  // Hands `t` (micro-batch `micro`) to the neighbour; see Note
-  // [Cross-device hand-off].
-  void Send(Channel& channel, std::vector<std::unique_ptr<PeerCopy>>& copies,
-            int micro, const Tensor& t) {
-    if (copies.empty()) {
-      channel.Push(Handoff{micro, t, nullptr});
-      return;
-    }
-#ifdef TANDEM_WITH_CUDA
-    PeerCopy& copy = *copies[micro];
-    copy.src = t;
-    copy.copied.store(false);
-    copy.ready.Record(cuda::ComputeStream(copy.src_device));
-    channel.Push(Handoff{micro, Tensor(), &copy});
-#endif
-  }
-
-  Tensor Receive(Channel& channel, int micro) {
-    Handoff item = channel.Pop();
-    // Stages send micro-batches in schedule order through FIFO channels.
-    TANDEM_CHECK(item.micro == micro)
-        << "pipeline " << Label() << ": expected micro-batch " << micro
-        << ", received " << item.micro;
-    if (item.peer == nullptr) return Local(item.tensor);
-#ifdef TANDEM_WITH_CUDA
-    PeerCopy& copy = *item.peer;
-    const cudaStream_t stream = cuda::ComputeStream(device.index);
-    Tensor dst = Tensor::Empty(copy.src.shape(), device);
-    CUDA_CHECK(cudaStreamWaitEvent(stream, copy.ready.get(), 0));
-    if (dst.numel() > 0) {
-      CUDA_CHECK(cudaMemcpyPeerAsync(dst.data(), device.index, copy.src.data(),
-                                     copy.src_device, dst.numel() * sizeof(float),
-                                     stream))
-          << "pipeline " << Label() << ": copying micro-batch " << micro
-          << " from cuda:" << copy.src_device;
-    }
-    copy.consumed.Record(stream);
-    copy.copied.store(true);
-    return dst;
-#else
-    return Tensor();
-#endif
-  }
-
-  // `t` on this stage's device (a handle when it is there already).
-  Tensor Local(const Tensor& t) const {
-    return t.device() == device ? t : t.To(device);
-  }
-
-  void SaveDropoutOffsets(std::vector<uint64_t>& offsets) const {
-    offsets.resize(dropouts.size());
-    for (size_t i = 0; i < dropouts.size(); ++i) offsets[i] = dropouts[i]->offset();
-  }
-  void RestoreDropoutOffsets(const std::vector<uint64_t>& offsets) {
-    for (size_t i = 0; i < dropouts.size(); ++i) dropouts[i]->set_offset(offsets[i]);
-  }
-
-  // The GPipe schedule of one stage: every forward, then every backward.
-  void RunStep(int micro_batches, int64_t global_batch) {
-    const int m_count = micro_batches;
-    timer.NewStep();
-    optimizer->ZeroGrad();
-    saved.assign(m_count, Tensor());
-    dlogits.assign(m_count, Tensor());
-    dropout_offsets.assign(m_count, {});
-    if (last) loss_total = Tensor::Zeros({1}, device);
-
-    for (int m = 0; m < m_count; ++m) {
-      Tensor in = first ? Local(inputs[m]) : Receive(*fwd_in, m);
-      saved[m] = in;
-      SaveDropoutOffsets(dropout_offsets[m]);
-      timer.Begin(m);
-      Tensor out = stage_model->Forward(in);
-      if (last) {
-        Tensor micro_loss = loss->Forward(out, Local(targets[m]), global_batch);
-        dlogits[m] = loss->Backward();
-        ops::Axpy(1.f, micro_loss, loss_total);
-      }
-      timer.End(m);
-      if (!last) Send(*fwd_out, fwd_copies, m, out);
-    }
-
-    std::vector<uint64_t> end_offsets;
-    SaveDropoutOffsets(end_offsets);
-    for (int m = m_count - 1; m >= 0; --m) {
-      Tensor grad = last ? dlogits[m] : Receive(*bwd_in, m);
-      timer.Begin(m_count + m);
-      if (m != m_count - 1) {
-        // See Note [Recompute].
-        RestoreDropoutOffsets(dropout_offsets[m]);
-        stage_model->Forward(saved[m]);
-      }
-      Tensor dx;
-      if (reducer) {
-        // Accumulate locally; all-reduce during the last backward (m = 0),
-        // overlapped with it. See parallel/reducer.h.
-        reducer->set_sync(m == 0);
-        dx = reducer->Backward(grad);
-      } else {
-        dx = stage_model->Backward(grad);
-      }
-      timer.End(m_count + m);
-      saved[m] = Tensor();
-      dlogits[m] = Tensor();
-      if (!first) Send(*bwd_out, bwd_copies, m, dx);
-    }
-    RestoreDropoutOffsets(end_offsets);
-    optimizer->Step();
-    inputs.clear();
-    targets.clear();
-  }
-
-  // After a step: see Note [Cross-device hand-off]. Never called while the
-  // stage threads run.
-  void ReleaseCopies() {
-    for (auto* copies : {&fwd_copies, &bwd_copies}) {
-      for (auto& copy : *copies) {
-        if (!copy->src.defined()) continue;
-#ifdef TANDEM_WITH_CUDA
-        if (copy->copied.load()) {
-          cuda::DeviceGuard guard(copy->src_device);
-          CUDA_CHECK(cudaStreamWaitEvent(cuda::ComputeStream(copy->src_device),
-                                         copy->consumed.get(), 0));
-        }
-#endif
-        copy->src = Tensor();
-      }
-    }
-  }
-};
+// Note [Abort]
+// ~~~~~~~~~~~~
+// Rule: one stage's failure ends the step for every stage, promptly, and
+// Step reports the cause, not its echoes. Mechanism: a stage whose work
+// throws records its message, then aborts every hand-off link and every
+// replica group (AbortAll). A stage's host thread waits for another stage
+// only in a HandoffChannel or a collective, and both are abortable: they
+// throw StageAbortedError or CollectiveAbortedError, which the stage
+// records as a consequence. Device-side order between stages is event
+// waits queued on lanes, never a host wait (where a hand-off crosses device
+// kinds, Tensor::To waits for work already queued on the producer's device,
+// which finishes on its own). Step joins every stage, releases the
+// hand-offs, and throws the first failure (the first consequence only if no
+// stage failed for its own reason); the pipeline is then broken. The
+// failure is recorded before the abort, so the consequences it causes come
+// second whatever their type.
 
 std::vector<size_t> BalanceStages(Sequential& model, int stages) {
   const size_t layers = model.size();
@@ -573,10 +93,19 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<Sequential>> replicas,
     : options_(std::move(options)),
       replicas_(static_cast<int>(replicas.size())),
       models_(std::move(replicas)) {
-  const int stages = options_.stages;
-  const int micro = options_.micro_batches;
-  TANDEM_CHECK(stages >= 1) << "pipeline: stages must be at least 1, got " << stages;
-  TANDEM_CHECK(micro >= 1) << "pipeline: micro_batches must be at least 1, got " << micro;
+  TANDEM_CHECK(options_.stages >= 1)
+      << "pipeline: stages must be at least 1, got " << options_.stages;
+  TANDEM_CHECK(options_.micro_batches >= 1)
+      << "pipeline: micro_batches must be at least 1, got " << options_.micro_batches;
+  CheckReplicas();
+  CheckDevices();
+  SetBoundaries();
+  groups_ = std::make_unique<StageReplicaGroups>(options_.devices, options_.stages, replicas_);
+  MakeWorkers();
+  StartWorkers();
+}
+
+void Pipeline::CheckReplicas() const {
   TANDEM_CHECK(replicas_ >= 1) << "pipeline: no model given";
   for (int r = 0; r < replicas_; ++r) {
     TANDEM_CHECK(models_[r] != nullptr) << "pipeline: replica " << r << "'s model is null";
@@ -601,8 +130,10 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<Sequential>> replicas,
                          << "': replicas must share one architecture";
     }
   }
+}
 
-  // Devices.
+void Pipeline::CheckDevices() {
+  const int stages = options_.stages;
   const size_t workers = static_cast<size_t>(stages) * replicas_;
   if (options_.devices.empty()) options_.devices.assign(workers, Device::Cpu());
   TANDEM_CHECK(options_.devices.size() == workers)
@@ -620,8 +151,11 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<Sequential>> replicas,
           << (visible == 0 ? " (" + CudaUnavailableReason() + ")" : "");
     }
   }
+}
 
-  // Stage boundaries.
+void Pipeline::SetBoundaries() {
+  const int stages = options_.stages;
+  Sequential& reference = *models_[0];
   const size_t layers = reference.size();
   std::vector<size_t> boundaries = options_.boundaries;
   if (boundaries.empty() && stages > 1) {
@@ -645,106 +179,45 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<Sequential>> replicas,
     bounds_.push_back(b);
   }
   bounds_.push_back(layers);
+}
 
-  // Replica groups: each stage's replicas all-reduce its gradients.
-  groups_ = std::make_unique<Groups>();
-  if (replicas_ > 1) {
-    groups_->threads.resize(stages);
-#ifdef TANDEM_WITH_CUDA
-    groups_->nccl.resize(stages);
-#endif
-    for (int s = 0; s < stages; ++s) {
-      std::vector<int> gpus;
-      int cpus = 0;
-      for (int r = 0; r < replicas_; ++r) {
-        if (device(r, s).is_cuda()) {
-          TANDEM_CHECK(std::find(gpus.begin(), gpus.end(), device(r, s).index) == gpus.end())
-              << "pipeline: two replicas of stage " << s << " are on " << device(r, s)
-              << ": NCCL needs one GPU per replica of a stage";
-          gpus.push_back(device(r, s).index);
-        } else {
-          ++cpus;
-        }
-      }
-      TANDEM_CHECK(cpus == 0 || gpus.empty())
-          << "pipeline: the replicas of stage " << s
-          << " mix CPU and GPU devices; a stage's replicas must all be on "
-             "CPUs or all on GPUs";
-      if (gpus.empty()) {
-        groups_->threads[s] = std::make_unique<ThreadGroup>(replicas_);
-      } else {
-#ifdef TANDEM_WITH_CUDA
-        groups_->nccl[s] = std::make_unique<NcclThreadGroup>(gpus);
-#endif
-      }
-    }
-  }
-
-  // Neighbouring GPUs copy straight from each other.
+void Pipeline::MakeWorkers() {
+  const int stages = options_.stages;
+  const int micro = options_.micro_batches;
   for (int r = 0; r < replicas_; ++r) {
-    for (int s = 0; s + 1 < stages; ++s) {
-      if (IsPeerPair(device(r, s), device(r, s + 1))) {
-        EnablePeerAccess(device(r, s).index, device(r, s + 1).index);
-        EnablePeerAccess(device(r, s + 1).index, device(r, s).index);
-      }
-    }
-  }
-
-  // Workers and the channels between them.
-  for (int r = 0; r < replicas_; ++r) {
-    std::vector<Channel*> fwd(stages, nullptr), bwd(stages, nullptr);
-    for (int s = 0; s + 1 < stages; ++s) {
-      const std::string where = "replica " + std::to_string(r) + ": stage " +
-                                std::to_string(s) + " -> " + std::to_string(s + 1);
-      channels_.push_back(std::make_unique<Channel>(where + " activations", micro));
-      fwd[s] = channels_.back().get();
-      channels_.push_back(std::make_unique<Channel>(where + " gradients", micro));
-      bwd[s] = channels_.back().get();
-    }
     for (int s = 0; s < stages; ++s) {
-      auto w = std::make_unique<Worker>();
-      w->replica = r;
-      w->stage = s;
-      w->device = device(r, s);
-      w->first = s == 0;
-      w->last = s == stages - 1;
-      Sequential& model = *models_[r];
-      w->stage_model = std::make_unique<Sequential>(model.Name() + ".stage" + std::to_string(s));
-      w->stage_model->SetTraining(model.training());
-      for (size_t i = bounds_[s]; i < bounds_[s + 1]; ++i) {
-        Layer& layer = model.layer(i);
-        w->layers.push_back(&layer);
-        if (auto* dropout = dynamic_cast<Dropout*>(&layer)) w->dropouts.push_back(dropout);
-        w->stage_model->Add(std::make_unique<StageLayer>(layer));
-      }
-      // The previous stage needs this stage's input gradient, whatever the
-      // model told its layer (a model's first layer skips it: its input is
-      // data).
-      if (s > 0) w->stage_model->SetNeedsInputGrad(true);
-      w->comm = groups_->comm(s, r);
-      if (s > 0) {
-        w->fwd_in = fwd[s - 1];
-        w->bwd_out = bwd[s - 1];
-        w->prev_device = device(r, s - 1);
-      }
-      if (s + 1 < stages) {
-        w->fwd_out = fwd[s];
-        w->bwd_in = bwd[s];
-        w->next_device = device(r, s + 1);
-      }
+      auto w = std::make_unique<StageWorker>(r, s, stages, device(r, s), *models_[r],
+                                             bounds_[s], bounds_[s + 1]);
+      w->comms = groups_->comms(s, r);
       workers_.push_back(std::move(w));
     }
+    for (int s = 0; s + 1 < stages; ++s) {
+      const std::string where = "pipeline replica " + std::to_string(r) + ": stage " +
+                                std::to_string(s) + " -> " + std::to_string(s + 1);
+      const Device a = device(r, s), b = device(r, s + 1);
+      links_.push_back(std::make_unique<HandoffLink>(where + " activations", a, b, micro));
+      worker(r, s).fwd_out = worker(r, s + 1).fwd_in = links_.back().get();
+      links_.push_back(std::make_unique<HandoffLink>(where + " gradients", b, a, micro));
+      worker(r, s + 1).bwd_out = worker(r, s).bwd_in = links_.back().get();
+    }
   }
+}
 
-  for (auto& w : workers_) {
-    Worker* worker = w.get();
-    worker->thread = std::thread([this, worker] { WorkerLoop(*worker); });
+void Pipeline::StartWorkers() {
+  try {
+    for (auto& w : workers_) {
+      StageWorker* worker = w.get();
+      threads_.emplace_back([this, worker] { WorkerLoop(*worker); });
+    }
+  } catch (...) {
+    Stop();  // joins the threads already started
+    throw;
   }
   RunPhase(Phase::kSetup);
-  if (!failure_.empty() || !consequence_.empty()) {
-    const std::string message = failure_.empty() ? consequence_ : failure_;
+  const std::string message = FailureMessage();
+  if (!message.empty()) {
     Stop();
-    TANDEM_CHECK(false) << message;
+    throw Error(message);
   }
 }
 
@@ -756,12 +229,12 @@ void Pipeline::Stop() noexcept {
     stopping_ = true;
   }
   cv_.notify_all();
-  for (auto& w : workers_) {
-    if (w->thread.joinable()) w->thread.join();
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
   }
 }
 
-Pipeline::Worker& Pipeline::worker(int replica, int stage) {
+StageWorker& Pipeline::worker(int replica, int stage) {
   return *workers_[static_cast<size_t>(replica) * options_.stages + stage];
 }
 
@@ -781,7 +254,11 @@ std::vector<Parameter> Pipeline::Parameters(int replica) {
   return models_.at(replica)->Parameters();
 }
 
-void Pipeline::WorkerLoop(Worker& w) {
+// Each worker's thread: wait for a new generation (or stop), run the phase
+// it names, record any failure, count itself done. RunPhase bumps the
+// generation and waits until every worker is done, so phases never overlap
+// and the pipeline's own thread touches the workers only between them.
+void Pipeline::WorkerLoop(StageWorker& w) {
   uint64_t seen = 0;
   for (;;) {
     Phase phase;
@@ -792,40 +269,46 @@ void Pipeline::WorkerLoop(Worker& w) {
       seen = generation_;
       phase = phase_;
     }
-    std::string error;
     bool consequence = false;
-    try {
-      BindThreadToDevice(w.device);
-      if (phase == Phase::kSetup) {
-        w.Setup(options_);
-      } else {
-        w.RunStep(options_.micro_batches, global_batch_);
-      }
-    } catch (const StageAbortedError& e) {
-      error = e.what();
-      consequence = true;
-    } catch (const CollectiveAbortedError& e) {
-      error = e.what();
-      consequence = true;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (!error.empty()) {
-      const std::string message = "pipeline " + w.Label() + " failed: " + error;
-      {
-        // Recorded before the abort, so that the errors the abort causes in
-        // other stages (whatever their type) come second.
-        std::lock_guard<std::mutex> lock(mu_);
-        std::string& slot = consequence ? consequence_ : failure_;
-        if (slot.empty()) slot = message;
-      }
-      if (!consequence) AbortAll(message);
-    }
+    const std::string error = RunWorkerPhase(w, phase, &consequence);
+    if (!error.empty()) RecordFailure(w, error, consequence);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--running_ == 0) cv_.notify_all();
     }
   }
+}
+
+std::string Pipeline::RunWorkerPhase(StageWorker& w, Phase phase, bool* consequence) {
+  *consequence = false;
+  try {
+    BindThreadToDevice(w.device);
+    if (phase == Phase::kSetup) {
+      w.Setup(options_);
+    } else {
+      w.RunStep(options_.micro_batches, global_batch_);
+    }
+    return "";
+  } catch (const StageAbortedError& e) {
+    *consequence = true;
+    return e.what();
+  } catch (const CollectiveAbortedError& e) {
+    *consequence = true;
+    return e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+void Pipeline::RecordFailure(StageWorker& w, const std::string& error, bool consequence) {
+  const std::string message = "pipeline " + w.Label() + " failed: " + error;
+  {
+    // Recorded before the abort: see Note [Abort].
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string& slot = consequence ? consequence_ : failure_;
+    if (slot.empty()) slot = message;
+  }
+  if (!consequence) AbortAll(message);
 }
 
 void Pipeline::RunPhase(Phase phase) {
@@ -838,25 +321,20 @@ void Pipeline::RunPhase(Phase phase) {
 }
 
 void Pipeline::AbortAll(const std::string& reason) {
-  for (auto& channel : channels_) channel->Abort(reason);
+  for (auto& link : links_) link->Abort(reason);
   groups_->Abort(reason);
 }
 
 void Pipeline::ReleaseHandoffs() {
-  for (auto& w : workers_) w->ReleaseCopies();
+  for (auto& link : links_) link->Release();
 }
 
-void Pipeline::Step(const Tensor& x, const Tensor& targets) {
-  TANDEM_CHECK(!broken_) << "pipeline: an earlier step failed ("
-                         << (failure_.empty() ? consequence_ : failure_)
-                         << "); build a new Pipeline";
-  TANDEM_CHECK(x.defined() && targets.defined()) << "pipeline: Step needs x and targets";
-  TANDEM_CHECK(x.rank() >= 1 && targets.rank() >= 1 && x.dim(0) == targets.dim(0))
-      << "pipeline: x " << ShapeToString(x.shape()) << " and targets "
-      << ShapeToString(targets.shape())
-      << " must have the same batch size (dimension 0)";
+std::string Pipeline::FailureMessage() const {
+  return failure_.empty() ? consequence_ : failure_;
+}
+
+void Pipeline::SplitBatch(const Tensor& x, const Tensor& targets) {
   const int64_t batch = x.dim(0);
-  const int stages = options_.stages;
   const int micro = options_.micro_batches;
   for (int r = 0; r < replicas_; ++r) {
     const ShardRange shard = Shard(batch, r, replicas_);
@@ -864,8 +342,8 @@ void Pipeline::Step(const Tensor& x, const Tensor& targets) {
         << "pipeline: a batch of " << batch << " example(s) gives replica " << r
         << " " << shard.size() << ", fewer than micro_batches=" << micro
         << ": every micro-batch needs at least one example";
-    Worker& first = worker(r, 0);
-    Worker& last = worker(r, stages - 1);
+    StageWorker& first = worker(r, 0);
+    StageWorker& last = worker(r, options_.stages - 1);
     first.inputs.assign(micro, Tensor());
     last.targets.assign(micro, Tensor());
     for (int m = 0; m < micro; ++m) {
@@ -874,12 +352,24 @@ void Pipeline::Step(const Tensor& x, const Tensor& targets) {
       last.targets[m] = targets.Slice(shard.begin + part.begin, shard.begin + part.end);
     }
   }
-  global_batch_ = batch;
+}
+
+void Pipeline::Step(const Tensor& x, const Tensor& targets) {
+  TANDEM_CHECK(!broken_) << "pipeline: an earlier step failed (" << FailureMessage()
+                         << "); build a new Pipeline";
+  TANDEM_CHECK(x.defined() && targets.defined()) << "pipeline: Step needs x and targets";
+  TANDEM_CHECK(x.rank() >= 1 && targets.rank() >= 1 && x.dim(0) == targets.dim(0))
+      << "pipeline: x " << ShapeToString(x.shape()) << " and targets "
+      << ShapeToString(targets.shape())
+      << " must have the same batch size (dimension 0)";
+  SplitBatch(x, targets);
+  global_batch_ = x.dim(0);
   RunPhase(Phase::kStep);
   ReleaseHandoffs();
-  if (!failure_.empty() || !consequence_.empty()) {
+  const std::string message = FailureMessage();
+  if (!message.empty()) {
     broken_ = true;
-    TANDEM_CHECK(false) << (failure_.empty() ? consequence_ : failure_);
+    throw Error(message);
   }
   ++steps_;
 }
@@ -895,6 +385,9 @@ std::vector<double> Pipeline::LastBusySeconds(int replica) {
   TANDEM_CHECK(options_.record_timing)
       << "pipeline: LastBusySeconds needs PipelineOptions::record_timing";
   TANDEM_CHECK(steps_ > 0) << "pipeline: LastBusySeconds before the first Step";
+  TANDEM_CHECK(replica >= 0 && replica < replicas_)
+      << "pipeline: LastBusySeconds of replica " << replica << ", but there are "
+      << replicas_ << " (0 to " << replicas_ - 1 << ")";
   std::vector<double> seconds;
   for (int s = 0; s < options_.stages; ++s) {
     seconds.push_back(worker(replica, s).timer.BusySeconds());

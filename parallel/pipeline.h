@@ -29,20 +29,25 @@
 //
 // Memory: a stage keeps the input of every micro-batch and recomputes its
 // forward before that micro-batch's backward, as GPipe's re-materialisation
-// does; see Note [Recompute] in pipeline.cc.
+// does; see Note [Recompute] in pipeline_stage.cc. Every stage after the
+// first computes its input gradient for the stage before it; the first
+// stage does not (its input is data).
 //
 // Devices. Stages on different GPUs hand activations and gradients over with
-// peer copies on the receiving GPU's compute stream, ordered by CUDA events:
-// the host never waits for the GPU inside Step (Note [Cross-device hand-off]
-// in pipeline.cc). Stages on the CPU, or on one device, pass tensor handles.
-// For a step without host waits, pass x on the first stage's device and the
-// targets on the last stage's device; other placements are copied, correctly
-// but through the host where they cross GPUs.
+// peer copies queued on the receiving GPU's main lane, ordered by backend
+// events: the host never waits for a GPU inside Step (Note [Cross-device
+// hand-off] in pipeline_handoff.cc). Stages on the CPU, or on one device,
+// pass tensor handles. For a step without host waits, pass x on the first
+// stage's device and the targets on the last stage's device; other
+// placements are copied, correctly but through the host where they cross
+// devices. The pipeline names no device API: events, peer copies and lanes
+// come from each device's Backend (core/backend.h), so the same code runs
+// on the CPU and on GPUs.
 //
 // Failures. If a stage throws, Step aborts the others (their hand-offs and
 // collectives throw instead of waiting), joins the step and throws
 // tandem::Error("pipeline stage <s> of replica <r> (<device>) failed: ...");
-// the pipeline cannot take further steps.
+// the pipeline cannot take further steps. See Note [Abort] in pipeline.cc.
 #ifndef TANDEM_PARALLEL_PIPELINE_H_
 #define TANDEM_PARALLEL_PIPELINE_H_
 
@@ -65,13 +70,20 @@
 
 namespace tandem {
 
+namespace internal {
+class HandoffLink;
+class StageReplicaGroups;
+struct StageWorker;
+}  // namespace internal
+
 struct PipelineOptions {
   int stages = 2;
   int micro_batches = 4;
   // Replica-major: devices[r * stages + s] runs stage s of replica r; its
   // size is stages x replicas (replicas = the number of models given). Empty
   // means every stage on the CPU. A stage's replicas all-reduce with a
-  // ThreadCommunicator on the CPU and NCCL on GPUs (one GPU each).
+  // ThreadCommunicator on CPUs and device communicators
+  // (parallel/device_communicators.h) on GPUs, one GPU each.
   std::vector<Device> devices;
   // Layer index at which stages 1..stages-1 begin (strictly increasing, in
   // (0, layers)). Empty: BalanceStages by parameter count.
@@ -82,9 +94,11 @@ struct PipelineOptions {
   std::function<std::unique_ptr<Loss>()> make_loss;
   // For the per-stage gradient all-reduce when replicas > 1.
   ReducerOptions reducer;
-  // Measure each stage's busy time per step (LastBusySeconds): a steady
-  // clock around its compute on the CPU, timing events on its compute stream
-  // on a GPU.
+  // Measure each stage's busy time per step (LastBusySeconds): timing
+  // events on the stage's main lane around its compute, which on a GPU time
+  // the device's work and on the CPU read the host clock. Stages sharing a
+  // GPU share its main lane, so a stage's intervals there also hold what
+  // the other stage queued between its events.
   bool record_timing = false;
 };
 
@@ -142,17 +156,28 @@ class Pipeline {
   Sequential& model(int replica = 0) { return *models_.at(replica); }
 
  private:
-  struct Worker;
-  struct Groups;
-  class Channel;
   enum class Phase { kSetup, kStep };
 
+  void CheckReplicas() const;
+  void CheckDevices();
+  void SetBoundaries();
+  void MakeWorkers();
+  void StartWorkers();
   void Stop() noexcept;
-  void WorkerLoop(Worker& worker);
+  void WorkerLoop(internal::StageWorker& worker);
+  // Runs `phase` on `worker`; returns its error ("" on success) and whether
+  // the error is a consequence of an abort.
+  std::string RunWorkerPhase(internal::StageWorker& worker, Phase phase,
+                             bool* consequence);
+  void RecordFailure(internal::StageWorker& worker, const std::string& error,
+                     bool consequence);
   void RunPhase(Phase phase);
   void AbortAll(const std::string& reason);
   void ReleaseHandoffs();
-  Worker& worker(int replica, int stage);
+  void SplitBatch(const Tensor& x, const Tensor& targets);
+  // The first failure, else the first consequence; "" if none.
+  std::string FailureMessage() const;
+  internal::StageWorker& worker(int replica, int stage);
 
   PipelineOptions options_;
   int replicas_ = 1;
@@ -162,9 +187,11 @@ class Pipeline {
   int64_t steps_ = 0;
 
   // Declared before workers_: the workers' reducers use the groups.
-  std::unique_ptr<Groups> groups_;
-  std::vector<std::unique_ptr<Channel>> channels_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<internal::StageReplicaGroups> groups_;
+  // Per replica and boundary: activations, then gradients.
+  std::vector<std::unique_ptr<internal::HandoffLink>> links_;
+  std::vector<std::unique_ptr<internal::StageWorker>> workers_;
+  std::vector<std::thread> threads_;  // one per worker
 
   // Phases handed to the worker threads; see WorkerLoop.
   std::mutex mu_;
@@ -173,7 +200,8 @@ class Pipeline {
   Phase phase_ = Phase::kSetup;
   int running_ = 0;
   bool stopping_ = false;
-  // The first failure that was not a consequence of an abort.
+  // The first failure that was not a consequence of an abort, and the first
+  // that was. See Note [Abort].
   std::string failure_;
   std::string consequence_;
   bool broken_ = false;

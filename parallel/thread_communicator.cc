@@ -2,23 +2,27 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <sstream>
+#include <utility>
 
 namespace tandem {
 
 // Note [Two barriers]
-// A collective is: publish my buffer pointers, wait until every rank has
-// (Gather); read or write the other ranks' buffers (the data phase); wait
-// until every rank has finished (Release). Without the second barrier a
-// fast rank could return and reuse or free its buffer, or publish its next
-// collective over the pointers a slow rank is still reading.
+// A collective runs on each rank's progress thread (parallel/
+// collective_queue.h) as: publish my Collective (its buffer pointers), wait
+// until every rank has (Gather); read or write the other ranks' buffers
+// (the data phase); wait until every rank has finished (Release); only then
+// is the rank's Work completed. Without the second barrier a fast rank could
+// complete its Work, letting its caller reuse or free the buffer, or publish
+// its next collective over the pointers a slow rank is still reading.
 //
 // The data phase never blocks and never throws, so once Gather has
 // succeeded on one rank it succeeds on all of them (the generation only
 // moves when all have arrived) and every rank reaches Release promptly.
 // That is why Release ignores aborts and timeouts: returning early from it
 // would let a rank's caller free a buffer another rank is still reading.
-//
+
 // Note [Fixed reduction order]
 // AllReduce splits [0, count) into size() contiguous chunks, chunk r being
 // [r*count/N, (r+1)*count/N); counts need not divide by N, so chunks differ
@@ -36,12 +40,15 @@ namespace tandem {
 // group was aborted" are decided atomically: either every rank of a Gather
 // sees the generation move (all proceed; the collective completes) or it
 // never moves (all throw). A rank entering Gather of an aborted group throws
-// at once; one already waiting is woken by AbortLocked's notify_all and
-// throws CollectiveAbortedError("collective aborted: <reason>"). A waiter
+// at once (so collectives still queued behind it fail at once too); one
+// already waiting is woken by AbortLocked's notify_all and throws
+// CollectiveAbortedError("collective aborted: <reason>"). Each throw fails
+// that rank's Work, and Wait rethrows it on the rank's own thread. A waiter
 // that times out aborts the group with its own message before throwing it,
 // so the other ranks do not each wait out their own timeout. The group
 // stays aborted: the barrier counters are inconsistent after a rank left a
-// Gather early, and a half-finished step cannot be resumed anyway.
+// Gather early, and a half-finished step cannot be resumed anyway. The group
+// also aborts itself when destroyed, so that no progress thread waits on.
 
 namespace {
 
@@ -49,9 +56,7 @@ namespace {
 // L1, large enough that the loops vectorise.
 constexpr int64_t kBlock = 1024;
 
-std::string Bytes(int64_t count) {
-  return std::to_string(count * static_cast<int64_t>(sizeof(float))) + " bytes";
-}
+bool Is(const Collective& c, const char* kind) { return std::strcmp(c.kind, kind) == 0; }
 
 }  // namespace
 
@@ -61,7 +66,7 @@ std::string Bytes(int64_t count) {
 ThreadGroup::ThreadGroup(int size)
     : size_(size),
       arrived_in_(std::max(size, 0), ~uint64_t{0}),
-      ops_(std::max(size, 0)) {
+      published_(std::max(size, 0)) {
   TANDEM_CHECK(size >= 1) << "a thread group needs at least 1 rank, got "
                           << size;
   for (int r = 0; r < size; ++r) {
@@ -69,7 +74,10 @@ ThreadGroup::ThreadGroup(int size)
   }
 }
 
-ThreadGroup::~ThreadGroup() = default;
+ThreadGroup::~ThreadGroup() {
+  Abort("the ThreadGroup was destroyed");
+  communicators_.clear();  // joins the progress threads
+}
 
 ThreadCommunicator& ThreadGroup::communicator(int rank) {
   TANDEM_CHECK(rank >= 0 && rank < size_)
@@ -108,56 +116,42 @@ void ThreadGroup::AbortLocked(const std::string& reason) {
   cv_.notify_all();
 }
 
-const char* ThreadGroup::KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kAllReduce:
-      return "AllReduce";
-    case Kind::kBroadcast:
-      return "Broadcast";
-    case Kind::kBarrier:
-      return "Barrier";
-    case Kind::kAllGather:
-      return "AllGather";
-  }
-  return "?";
-}
-
-// "AllReduce #3 (4000 bytes, sum)", "Broadcast #4 (40 bytes, root 1)".
-std::string ThreadGroup::OpName(const Op& op) {
-  std::ostringstream out;
-  out << KindName(op.kind) << " #" << op.sequence << " (" << Bytes(op.count);
-  if (op.kind == Kind::kAllReduce) out << ", " << ToString(op.reduce);
-  if (op.kind == Kind::kBroadcast) out << ", root " << op.root;
-  out << ")";
-  return out.str();
-}
-
 std::string ThreadGroup::MismatchLocked() const {
-  const Op& first = ops_[0];
+  const Collective& first = published_[0];
   for (int r = 1; r < size_; ++r) {
-    const Op& other = ops_[r];
-    bool same = other.kind == first.kind && other.sequence == first.sequence &&
+    const Collective& other = published_[r];
+    bool same = Is(other, first.kind) && other.sequence == first.sequence &&
                 other.count == first.count;
-    if (first.kind == Kind::kBroadcast) same = same && other.root == first.root;
-    if (first.kind == Kind::kAllReduce) {
-      same = same && other.reduce == first.reduce;
-    }
+    if (Is(first, "Broadcast")) same = same && other.root == first.root;
+    if (Is(first, "AllReduce")) same = same && other.op == first.op;
     if (!same) {
-      return "ranks called different collectives: rank 0 called " +
-             OpName(first) + " but rank " + std::to_string(r) + " called " +
-             OpName(other) +
+      return "ranks called different collectives: rank 0 called " + first.Name() + " but rank " +
+             std::to_string(r) + " called " + other.Name() +
              "; every rank must call the same collectives in the same order";
     }
   }
   return "";
 }
 
-void ThreadGroup::Gather(int rank, const Op& op) {
+std::string ThreadGroup::TimeoutMessageLocked(int rank, const Collective& c,
+                                              uint64_t generation) const {
+  std::ostringstream message;
+  message << c.Name() << " on ThreadCommunicator rank " << rank << " of " << size_
+          << " timed out after " << timeout_.count() << " ms waiting for rank(s)";
+  for (int r = 0; r < size_; ++r) {
+    if (arrived_in_[r] != generation) message << " " << r;
+  }
+  message << "; every rank must call the same collectives in the same "
+             "order (ThreadGroup::set_timeout changes the limit)";
+  return message.str();
+}
+
+void ThreadGroup::Gather(int rank, const Collective& c) {
   // See Note [Abort protocol].
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_)
     throw CollectiveAbortedError("collective aborted: " + abort_reason_);
-  ops_[rank] = op;
+  published_[rank] = c;
   arrived_in_[rank] = generation_;
   const uint64_t generation = generation_;
   if (++arrived_ == size_) {
@@ -181,17 +175,9 @@ void ThreadGroup::Gather(int rank, const Op& op) {
     }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
         generation_ == generation && !aborted_) {
-      std::ostringstream message;
-      message << OpName(op) << " on ThreadCommunicator rank " << rank << " of "
-              << size_ << " timed out after " << timeout_.count()
-              << " ms waiting for rank(s)";
-      for (int r = 0; r < size_; ++r) {
-        if (arrived_in_[r] != generation) message << " " << r;
-      }
-      message << "; every rank must call the same collectives in the same "
-                 "order (ThreadGroup::set_timeout changes the limit)";
-      AbortLocked(message.str());
-      throw Error(message.str());
+      const std::string message = TimeoutMessageLocked(rank, c, generation);
+      AbortLocked(message);
+      throw Error(message);
     }
   }
 }
@@ -213,6 +199,25 @@ void ThreadGroup::Release(int rank) {
 // ---------------------------------------------------------------------------
 // ThreadCommunicator
 
+namespace {
+
+CollectiveQueueOptions QueueOptions(const std::string& owner,
+                                    std::function<void(const Collective&)> run) {
+  CollectiveQueueOptions options;
+  options.owner = owner;
+  options.run = std::move(run);
+  // No watchdog: a waiting rank wakes itself at the group's timeout, naming
+  // the ranks that did not come (ThreadGroup::Gather).
+  return options;
+}
+
+}  // namespace
+
+ThreadCommunicator::ThreadCommunicator(ThreadGroup* group, int rank)
+    : group_(group),
+      rank_(rank),
+      queue_(QueueOptions(Describe(), [this](const Collective& c) { Run(c); })) {}
+
 int ThreadCommunicator::size() const { return group_->size(); }
 
 std::string ThreadCommunicator::Describe() const {
@@ -224,90 +229,67 @@ void ThreadCommunicator::Abort(const std::string& reason) {
   group_->Abort(reason);
 }
 
-void ThreadCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
-  TANDEM_CHECK(count >= 0) << Describe() << ": AllReduce of " << count
-                           << " elements";
-  ThreadGroup::Op mine;
-  mine.kind = ThreadGroup::Kind::kAllReduce;
-  mine.sequence = ++sequence_;
-  mine.count = count;
-  mine.reduce = op;
-  mine.send = data;
-  mine.recv = data;
-  group_->Gather(rank_, mine);
+std::shared_ptr<Work> ThreadCommunicator::Start(const Collective& c) {
+  TANDEM_CHECK(Is(c, "AllReduce") || Is(c, "Broadcast") || Is(c, "Barrier") ||
+               Is(c, "AllGather"))
+      << Context(c) << ": ThreadCommunicator has no collective '" << c.kind << "'";
+  return queue_.Enqueue(c);
+}
 
+void ThreadCommunicator::Run(const Collective& c) {
+  group_->Gather(rank_, c);
+  // A barrier has no buffers, so no data phase and no Release.
+  if (Is(c, "Barrier")) return;
+  if (Is(c, "AllReduce")) {
+    RunAllReduce(c);
+  } else if (Is(c, "Broadcast")) {
+    RunBroadcast(c);
+  } else if (Is(c, "AllGather")) {
+    RunAllGather(c);
+  }
+  // Every rank gathered the same kind (MismatchLocked), so every rank gets
+  // here and no rank can be left waiting in Release.
+  group_->Release(rank_);
+}
+
+void ThreadCommunicator::RunAllReduce(const Collective& c) {
   // See Note [Fixed reduction order].
   const int n = size();
-  const int64_t begin = count * rank_ / n;
-  const int64_t end = count * (rank_ + 1) / n;
-  const float scale = op == ReduceOp::kAverage ? 1.0f / n : 1.0f;
+  const int64_t begin = c.count * rank_ / n;
+  const int64_t end = c.count * (rank_ + 1) / n;
+  const float scale = c.op == ReduceOp::kAverage ? 1.0f / n : 1.0f;
   float sum[kBlock];
   for (int64_t start = begin; start < end; start += kBlock) {
     const int64_t len = std::min(kBlock, end - start);
-    const float* first = group_->op(0).send + start;
+    const float* first = group_->published(0).data + start;
     std::copy(first, first + len, sum);
     for (int r = 1; r < n; ++r) {
-      const float* x = group_->op(r).send + start;
+      const float* x = group_->published(r).data + start;
       for (int64_t i = 0; i < len; ++i) sum[i] += x[i];
     }
-    if (op == ReduceOp::kAverage) {
+    if (c.op == ReduceOp::kAverage) {
       for (int64_t i = 0; i < len; ++i) sum[i] *= scale;
     }
     for (int r = 0; r < n; ++r) {
-      std::memcpy(group_->op(r).recv + start, sum, len * sizeof(float));
+      std::memcpy(group_->published(r).data + start, sum, len * sizeof(float));
     }
   }
-
-  group_->Release(rank_);
 }
 
-void ThreadCommunicator::Broadcast(float* data, int64_t count, int root) {
-  TANDEM_CHECK(count >= 0) << Describe() << ": Broadcast of " << count
-                           << " elements";
-  TANDEM_CHECK(root >= 0 && root < size())
-      << Describe() << ": Broadcast root " << root << " is not a rank";
-  ThreadGroup::Op mine;
-  mine.kind = ThreadGroup::Kind::kBroadcast;
-  mine.sequence = ++sequence_;
-  mine.count = count;
-  mine.root = root;
-  mine.send = data;
-  mine.recv = data;
-  group_->Gather(rank_, mine);
-  if (rank_ != root && count > 0) {
-    std::memcpy(data, group_->op(root).send, count * sizeof(float));
+void ThreadCommunicator::RunBroadcast(const Collective& c) {
+  if (rank_ != c.root && c.count > 0) {
+    std::memcpy(c.data, group_->published(c.root).data, c.count * sizeof(float));
   }
-  group_->Release(rank_);
 }
 
-void ThreadCommunicator::Barrier() {
-  ThreadGroup::Op mine;
-  mine.kind = ThreadGroup::Kind::kBarrier;
-  mine.sequence = ++sequence_;
-  // No buffers, so no data phase and no Release.
-  group_->Gather(rank_, mine);
-}
-
-void ThreadCommunicator::AllGather(const float* send, int64_t count_per_rank,
-                                   float* recv) {
-  TANDEM_CHECK(count_per_rank >= 0)
-      << Describe() << ": AllGather of " << count_per_rank << " elements";
-  ThreadGroup::Op mine;
-  mine.kind = ThreadGroup::Kind::kAllGather;
-  mine.sequence = ++sequence_;
-  mine.count = count_per_rank;
-  mine.send = send;
-  mine.recv = recv;
-  group_->Gather(rank_, mine);
-  if (count_per_rank > 0) {
-    for (int r = 0; r < size(); ++r) {
-      const float* from = group_->op(r).send;
-      float* to = recv + r * count_per_rank;
-      // In place, this rank's block is already where it belongs.
-      if (from != to) std::memcpy(to, from, count_per_rank * sizeof(float));
-    }
+void ThreadCommunicator::RunAllGather(const Collective& c) {
+  if (c.count == 0) return;
+  for (int r = 0; r < size(); ++r) {
+    const float* from = group_->published(r).send;
+    float* to = c.data + r * c.count;
+    // In place, this rank's block is already where it belongs.
+    if (from != to) std::memcpy(to, from, c.count * sizeof(float));
   }
-  group_->Release(rank_);
 }
 
 }  // namespace tandem

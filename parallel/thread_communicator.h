@@ -8,16 +8,22 @@
 //     threads.emplace_back([&group, r] {
 //       Communicator& comm = group.communicator(r);
 //       std::vector<float> grads(1000, float(r));
-//       comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum);  // 0+1+2+3
+//       auto work = comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum);
+//       ...                       // runs while the exchange goes on
+//       work->Wait();             // every element is now 0+1+2+3
 //     });
 //   }
 //   for (auto& t : threads) t.join();
 //
-// Sums are done in rank order 0..N-1, so results are the same bits on every
-// rank and in every run. If one rank gives up (Abort, or the launcher aborts
-// the group because a worker threw), every collective waiting or started
-// later throws CollectiveAbortedError instead of hanging; a collective that
-// waits longer than timeout() throws an error naming it, and aborts the rest.
+// Each rank's collectives run in order on its communicator's progress thread
+// (parallel/collective_queue.h), so a collective's call returns at once and
+// the exchange completes once every rank has issued it. Sums are done in
+// rank order 0..N-1, so results are the same bits on every rank and in every
+// run. If one rank gives up (Abort, or the launcher aborts the group because
+// a worker threw), every collective waiting, queued or issued later fails
+// with CollectiveAbortedError instead of hanging; a collective that waits
+// longer than timeout() for the other ranks fails with an error naming them,
+// and aborts the rest.
 #ifndef TANDEM_PARALLEL_THREAD_COMMUNICATOR_H_
 #define TANDEM_PARALLEL_THREAD_COMMUNICATOR_H_
 
@@ -29,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/collective_queue.h"
 #include "parallel/communicator.h"
 
 namespace tandem {
@@ -42,29 +49,28 @@ class ThreadCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override;
-  void AllReduce(float* data, int64_t count, ReduceOp op) override;
-  void Broadcast(float* data, int64_t count, int root) override;
-  void Barrier() override;
-  void AllGather(const float* send, int64_t count_per_rank,
-                 float* recv) override;
   std::string Describe() const override;
   // Aborts the whole group; see ThreadGroup::Abort.
   void Abort(const std::string& reason) override;
 
-  // How many collectives this rank has started; error messages number them
-  // from 1 ("AllReduce #3").
-  uint64_t sequence() const { return sequence_; }
+ protected:
+  // Queues `c` on this rank's progress thread; see Note [Two barriers].
+  std::shared_ptr<Work> Start(const Collective& c) override;
 
  private:
   friend class ThreadGroup;
-  ThreadCommunicator(ThreadGroup* group, int rank)
-      : group_(group), rank_(rank) {}
+  ThreadCommunicator(ThreadGroup* group, int rank);
+
+  // The exchange, on the progress thread.
+  void Run(const Collective& c);
+  void RunAllReduce(const Collective& c);
+  void RunBroadcast(const Collective& c);
+  void RunAllGather(const Collective& c);
 
   ThreadGroup* group_;
   int rank_;
-  // Only this rank's thread touches it: calls on one communicator are
-  // serialised (see communicator.h).
-  uint64_t sequence_ = 0;
+  // Last member: its thread, which calls Run, stops before the rest goes.
+  CollectiveQueue queue_;
 };
 
 class ThreadGroup {
@@ -73,6 +79,10 @@ class ThreadGroup {
 
   // Shared state for `size` ranks (size >= 1).
   explicit ThreadGroup(int size);
+  // Aborts the group ("the ThreadGroup was destroyed"), so that no progress
+  // thread waits for a rank that will never come, then destroys the
+  // communicators (each fails what it still has queued; see Note
+  // [Collective queue] in collective_queue.cc).
   ~ThreadGroup();
   ThreadGroup(const ThreadGroup&) = delete;
   ThreadGroup& operator=(const ThreadGroup&) = delete;
@@ -81,53 +91,42 @@ class ThreadGroup {
   // Rank `rank`'s communicator, owned by the group. Give each to one thread.
   ThreadCommunicator& communicator(int rank);
 
-  // How long a rank waits in a collective for the others before it throws.
+  // How long a rank's collective waits for the others before it fails.
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const;
 
-  // Makes every collective of every rank, waiting now or started later,
-  // throw CollectiveAbortedError("collective aborted: <reason>"). Callable
-  // from any thread, any number of times; the first reason is kept.
+  // Makes every collective of every rank, waiting now, queued or issued
+  // later, fail with CollectiveAbortedError("collective aborted: <reason>").
+  // Callable from any thread, any number of times; the first reason is kept.
   void Abort(const std::string& reason);
   bool aborted() const;
 
  private:
   friend class ThreadCommunicator;
 
-  enum class Kind { kAllReduce, kBroadcast, kBarrier, kAllGather };
-  static const char* KindName(Kind kind);
-
-  // What a rank is doing in the current collective. Published in the group
-  // while the rank waits in the first barrier; read by every rank until the
-  // second. See Note [Two barriers].
-  struct Op {
-    Kind kind = Kind::kBarrier;
-    uint64_t sequence = 0;
-    int64_t count = 0;
-    int root = -1;                     // Broadcast
-    ReduceOp reduce = ReduceOp::kSum;  // AllReduce
-    const float* send = nullptr;
-    float* recv = nullptr;
-  };
-
-  // First barrier of a collective: publishes `op` for `rank`, checks that
-  // all ranks called the same collective, then returns once every rank has
-  // arrived. Throws if the group is (or becomes) aborted first, or on
-  // timeout. See Note [Abort protocol].
-  void Gather(int rank, const Op& op);
+  // First barrier of a collective, on `rank`'s progress thread: publishes
+  // `c` for `rank`, checks that all ranks called the same collective, then
+  // returns once every rank has arrived. Throws if the group is (or
+  // becomes) aborted first, or on timeout. See Note [Abort protocol].
+  void Gather(int rank, const Collective& c);
   // Second barrier: returns once every rank has finished reading the
   // others' buffers. It cannot be interrupted (see Note [Two barriers]).
   void Release(int rank);
-  const Op& op(int rank) const { return ops_[rank]; }
+  // What `rank` published in the current collective; valid between Gather
+  // and Release.
+  const Collective& published(int rank) const { return published_[rank]; }
 
-  // "AllReduce #3 (4000 bytes, sum)": how errors name a collective.
-  static std::string OpName(const Op& op);
   // Under mu_: the first reason wins; wakes every waiter.
   void AbortLocked(const std::string& reason);
-  // Under mu_: "" when all published ops agree, else what differs.
+  // Under mu_: "" when all published collectives agree, else what differs.
   std::string MismatchLocked() const;
+  // Under mu_: the error of `c` on `rank` timing out in generation
+  // `generation`, naming the ranks that did not arrive.
+  std::string TimeoutMessageLocked(int rank, const Collective& c, uint64_t generation) const;
 
   const int size_;
+  // Destroyed explicitly in ~ThreadGroup, before the state below that their
+  // progress threads use.
   std::vector<std::unique_ptr<ThreadCommunicator>> communicators_;
 
   mutable std::mutex mu_;
@@ -140,7 +139,10 @@ class ThreadGroup {
   // The generation each rank last arrived in; names the missing ranks when
   // a wait times out.
   std::vector<uint64_t> arrived_in_;
-  std::vector<Op> ops_;
+  // What each rank is doing in the current collective: published while it
+  // waits in Gather, read by every rank until Release. See Note [Two
+  // barriers].
+  std::vector<Collective> published_;
   bool aborted_ = false;
   std::string abort_reason_;
   std::chrono::milliseconds timeout_ = kDefaultTimeout;

@@ -15,6 +15,8 @@ TANDEM_COPTS = [
     "-Wno-unused-parameter",
     "-Wno-sign-compare",
     "-Werror=return-type",
+    # A collective's Work ([[nodiscard]]) must be waited for or kept.
+    "-Werror=unused-result",
     # No silent a*b+c -> fma contraction: results must not depend on the
     # optimisation level (fastbuild tests and -c opt runs agree bitwise).
     # Eigen's GEMM uses FMA explicitly and is unaffected.

@@ -60,13 +60,13 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 
 # What the readers link against: compiled with the sanitizers but without
 # coverage, so libFuzzer steers by the readers' branches, not Eigen's.
-LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc
+LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/lane.cc
              core/backend_registry.cc core/tensor.cc core/ops.cc core/rng.cc
              core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc
              layers/layer.cc layers/optimizer.cc layers/dropout.cc
              layers/sequential.cc)
 # The code under test, with coverage instrumentation.
-FUZZED_SOURCES=(data/idx_reader.cc io/checkpoint.cc
+FUZZED_SOURCES=(data/idx_reader.cc io/checkpoint.cc io/checkpoint_format.cc
                 tests/fuzz/idx_reader_fuzzer.cc tests/fuzz/checkpoint_fuzzer.cc)
 
 compile() {  # compile SOURCE EXTRA_FLAGS...
@@ -90,7 +90,8 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 echo "   compiled in $(( $(date +%s) - start )) s"
 
 lib_objs=()
-for src in "${LIB_SOURCES[@]}" data/idx_reader.cc io/checkpoint.cc; do
+for src in "${LIB_SOURCES[@]}" data/idx_reader.cc io/checkpoint.cc \
+           io/checkpoint_format.cc; do
   lib_objs+=("$FUZZ_DIR/obj/${src//\//_}.o")
 done
 

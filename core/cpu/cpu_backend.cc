@@ -34,14 +34,25 @@ int64_t RowArgmax(const float* row, int64_t cols) {
   return std::max_element(row, row + cols) - row;
 }
 
-class CpuTimeMarker : public TimeMarker {
+// The CPU runs every op at once on the calling thread, so all its lanes are
+// one queue and an event is the host clock at its record.
+class CpuLane : public LaneState {};
+
+class CpuEvent : public LaneEvent {
  public:
-  double MicrosSince(const TimeMarker& earlier) const override {
-    const auto& e = static_cast<const CpuTimeMarker&>(earlier);
-    return std::chrono::duration<double, std::micro>(time_ - e.time_).count();
+  explicit CpuEvent(bool timing) : timing_(timing) {}
+  bool Query() const override { return true; }
+  void Synchronize() const override {}
+  double ElapsedMsSince(const LaneEvent& start) const override {
+    const auto* earlier = dynamic_cast<const CpuEvent*>(&start);
+    TANDEM_CHECK(earlier != nullptr && timing_ && earlier->timing_)
+        << "ElapsedMsSince needs two timing events of the CPU";
+    return std::chrono::duration<double, std::milli>(time_ - earlier->time_).count();
   }
+  void Record() { time_ = std::chrono::steady_clock::now(); }
 
  private:
+  bool timing_;
   std::chrono::steady_clock::time_point time_ = std::chrono::steady_clock::now();
 };
 
@@ -53,21 +64,39 @@ class CpuBackend : public Backend {
       std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
       "." + std::to_string(EIGEN_MINOR_VERSION) + ")"; }
 
-  void CopyHostToDevice(const float* host, float* dst, int64_t n) override {
-    if (host != dst) std::memmove(dst, host, n * sizeof(float));
+  Lane main_lane() override { return Lane(this, &lane_, "main"); }
+  Lane side_lane() override { return Lane(this, &lane_, "side"); }
+  OwnedLane NewLane(const LaneOptions& options) override {
+    return OwnedLane(*this, std::make_unique<CpuLane>(), options.name);
   }
-  void CopyDeviceToHost(const float* src, float* host, int64_t n) override {
-    if (host != src) std::memmove(host, src, n * sizeof(float));
+  void WaitFor(const Lane&, const Lane&) override {}
+  std::unique_ptr<LaneEvent> NewEvent(bool timing) override {
+    return std::make_unique<CpuEvent>(timing);
   }
-  void CopyDeviceToDevice(const float* src, float* dst, int64_t n) override {
-    if (src != dst) std::memmove(dst, src, n * sizeof(float));
+  void Record(LaneEvent& event, const Lane&) override {
+    static_cast<CpuEvent&>(event).Record();
   }
-  void Synchronize() override {}
-  std::unique_ptr<TimeMarker> Mark() override {
-    return std::make_unique<CpuTimeMarker>();
+  void Wait(const Lane&, const LaneEvent&) override {}
+  void Synchronize(const Lane&) override {}
+
+  void CopyHostToDevice(const Lane&, const void* host, void* dst,
+                        size_t bytes) override {
+    if (host != dst) std::memmove(dst, host, bytes);
+  }
+  void CopyDeviceToHost(const Lane&, const void* src, void* host,
+                        size_t bytes) override {
+    if (host != src) std::memmove(host, src, bytes);
+  }
+  void CopyDeviceToDevice(const Lane&, const void* src, void* dst,
+                          size_t bytes) override {
+    if (src != dst) std::memmove(dst, src, bytes);
+  }
+  void CopyFromPeer(const Lane&, void* dst, Device, const void* src,
+                    size_t bytes) override {
+    if (src != dst) std::memmove(dst, src, bytes);
   }
 
-  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+  void Gemm(const Lane&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
             float alpha, const float* a, const float* b, float beta,
             float* c) override {
     MatrixMap C(c, m, n);
@@ -93,7 +122,7 @@ class CpuBackend : public Backend {
     else assign(A.transpose() * B.transpose());
   }
 
-  void BiasActivation(Activation activation, const float* x, const float* bias,
+  void BiasActivation(const Lane&, Activation activation, const float* x, const float* bias,
                       float* pre, float* out, int64_t rows,
                       int64_t cols) override {
     for (int64_t r = 0; r < rows; ++r) {
@@ -108,7 +137,7 @@ class CpuBackend : public Backend {
     }
   }
 
-  void ColumnSums(const float* x, int64_t rows, int64_t cols, float alpha,
+  void ColumnSums(const Lane&, const float* x, int64_t rows, int64_t cols, float alpha,
                   float beta, float* out) override {
     VectorMap o(out, cols);
     if (beta == 0.f) o.setZero(); else o *= beta;
@@ -116,7 +145,7 @@ class CpuBackend : public Backend {
     o += alpha * ConstMatrixMap(x, rows, cols).colwise().sum().transpose();
   }
 
-  void Binary(BinaryOp op, const float* a, const float* b, float* out,
+  void Binary(const Lane&, BinaryOp op, const float* a, const float* b, float* out,
               int64_t n) override {
     ConstVectorMap A(a, n), B(b, n);
     VectorMap O(out, n);
@@ -127,22 +156,22 @@ class CpuBackend : public Backend {
     }
   }
 
-  void Axpy(float alpha, const float* x, float* y, int64_t n) override {
+  void Axpy(const Lane&, float alpha, const float* x, float* y, int64_t n) override {
     VectorMap(y, n) += alpha * ConstVectorMap(x, n);
   }
-  void Scale(float alpha, float* x, int64_t n) override {
+  void Scale(const Lane&, float alpha, float* x, int64_t n) override {
     VectorMap(x, n) *= alpha;
   }
-  void Fill(float value, float* x, int64_t n) override {
+  void Fill(const Lane&, float value, float* x, int64_t n) override {
     std::fill(x, x + n, value);
   }
 
-  void ActivationForward(Activation activation, const float* x, float* y,
+  void ActivationForward(const Lane&, Activation activation, const float* x, float* y,
                          int64_t n) override {
     for (int64_t i = 0; i < n; ++i) y[i] = kernel_math::Activate(activation, x[i]);
   }
 
-  void ActivationBackward(Activation activation, const float* x,
+  void ActivationBackward(const Lane&, Activation activation, const float* x,
                           const float* dy, float* dx, int64_t n,
                           bool accumulate) override {
     for (int64_t i = 0; i < n; ++i) {
@@ -151,7 +180,7 @@ class CpuBackend : public Backend {
     }
   }
 
-  void SoftmaxCrossEntropy(const float* logits, const float* labels,
+  void SoftmaxCrossEntropy(const Lane&, const float* logits, const float* labels,
                            int64_t rows, int64_t classes, float normalizer,
                            float* loss, float* dlogits) override {
     double total = 0.0;
@@ -174,7 +203,7 @@ class CpuBackend : public Backend {
     loss[0] = static_cast<float>(total / normalizer);
   }
 
-  void Mse(const float* pred, const float* target, int64_t n, float normalizer,
+  void Mse(const Lane&, const float* pred, const float* target, int64_t n, float normalizer,
            float* loss, float* dpred) override {
     double total = 0.0;
     for (int64_t i = 0; i < n; ++i) {
@@ -185,13 +214,13 @@ class CpuBackend : public Backend {
     loss[0] = static_cast<float>(total / normalizer);
   }
 
-  void Argmax(const float* x, int64_t rows, int64_t cols, float* out) override {
+  void Argmax(const Lane&, const float* x, int64_t rows, int64_t cols, float* out) override {
     for (int64_t r = 0; r < rows; ++r) {
       out[r] = static_cast<float>(RowArgmax(x + r * cols, cols));
     }
   }
 
-  void CountCorrect(const float* logits, const float* labels, int64_t rows,
+  void CountCorrect(const Lane&, const float* logits, const float* labels, int64_t rows,
                     int64_t classes, float* out) override {
     int64_t correct = 0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -201,21 +230,21 @@ class CpuBackend : public Backend {
     out[0] = static_cast<float>(correct);
   }
 
-  void DropoutMask(float p, uint64_t seed, uint64_t offset, float* mask,
+  void DropoutMask(const Lane&, float p, uint64_t seed, uint64_t offset, float* mask,
                    int64_t n) override {
     for (int64_t i = 0; i < n; ++i) {
       mask[i] = kernel_math::DropoutScale(p, seed, offset + i);
     }
   }
 
-  void TrackNonFinite(const float* loss, int64_t step,
+  void TrackNonFinite(const Lane&, const float* loss, int64_t step,
                       float* first_bad) override {
     if (!std::isfinite(loss[0]) && first_bad[0] < 0.f) {
       first_bad[0] = static_cast<float>(step);
     }
   }
 
-  void SgdUpdate(const SgdParams& params, float* param, const float* grad,
+  void SgdUpdate(const Lane&, const SgdParams& params, float* param, const float* grad,
                  float* velocity, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) {
       kernel_math::SgdStep(params, param[i], grad[i],
@@ -223,7 +252,7 @@ class CpuBackend : public Backend {
     }
   }
 
-  void AdamWUpdate(const AdamWParams& params, int64_t step, float* param,
+  void AdamWUpdate(const Lane&, const AdamWParams& params, int64_t step, float* param,
                    const float* grad, float* m, float* v, int64_t n) override {
     const float bias1 = 1.f - std::pow(params.beta1, static_cast<float>(step));
     const float bias2 = 1.f - std::pow(params.beta2, static_cast<float>(step));
@@ -234,14 +263,14 @@ class CpuBackend : public Backend {
 
  private:
   CpuAllocator allocator_;
+  CpuLane lane_;
 };
 
 }  // namespace
 
-Backend& GetCpuBackend() {
-  // Never destroyed: tensors in static storage may free into it at exit.
-  static CpuBackend* backend = new CpuBackend();
-  return *backend;
+std::shared_ptr<Backend> CpuContext() {
+  static const std::shared_ptr<Backend> backend = std::make_shared<CpuBackend>();
+  return backend;
 }
 
 }  // namespace cpu

@@ -4,12 +4,15 @@
 #ifndef TANDEM_CORE_CPU_CPU_BACKEND_H_
 #define TANDEM_CORE_CPU_CPU_BACKEND_H_
 
+#include <memory>
+
 #include "core/backend.h"
 
 namespace tandem {
 namespace cpu {
 
-Backend& GetCpuBackend();
+// The CPU's context; the registry (core/backend_registry.h) holds it.
+std::shared_ptr<Backend> CpuContext();
 
 }  // namespace cpu
 }  // namespace tandem

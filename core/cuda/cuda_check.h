@@ -45,9 +45,15 @@ inline std::string CublasErrorText(cublasStatus_t status) {
          cublasGetStatusString(status) + ")";
 }
 
-// For destructors and other places that must not throw.
+// For destructors and other places that must not throw. A context destroyed
+// at process exit may find the CUDA runtime already unloaded, which frees
+// everything anyway: that is not worth a line.
 inline void LogIfError(cudaError_t status, const char* expression,
                        const char* file, int line) {
+  if (status == cudaErrorCudartUnloading) {
+    cudaGetLastError();
+    return;
+  }
   if (status != cudaSuccess) {
     cudaGetLastError();  // as in CudaErrorText
     std::fprintf(stderr, "tandem: ignoring %s in %s at %s:%d\n",

@@ -1,4 +1,5 @@
-// Host-side launchers of the CUDA backend's kernels (core/cuda/kernels.cu).
+// Host-side launchers of the CUDA backend's kernels (core/cuda/kernels_elementwise.cu,
+// core/cuda/kernels_reduce.cu).
 //
 // Plain C++: callers compile with the host compiler and see no CUDA types but
 // cudaStream_t. Each launcher queues its kernel(s) on `stream`, checks the

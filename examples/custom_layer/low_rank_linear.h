@@ -47,7 +47,6 @@ class LowRankLinear : public tandem::Layer {
     Tensor dh = Tensor::Empty(h_.shape(), dy.device());
     tandem::ops::Gemm(dy, false, b_, false, dh);             // dh = dy B
     tandem::ops::Gemm(dh, true, x_, false, da_, 1.f, 1.f);   // dA += dh^T x
-    NotifyGradientsQueued();  // optional: docs/custom_layers.md, rule 8
     Tensor dx = Tensor::Empty(x_.shape(), dy.device());
     tandem::ops::Gemm(dh, false, a_, false, dx);             // dx = dh A
     return dx;

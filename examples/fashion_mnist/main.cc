@@ -14,6 +14,7 @@
 int main(int argc, char** argv) {
   tandem::TrainConfig config;
   std::string hidden = "512,256";
+  std::string mode = "threads";
   int workers = 0;
 
   CLI::App app{"Tandem: train an MLP on Fashion-MNIST with data parallelism"};
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   app.add_option("--weight_decay", config.optimizer.weight_decay,
                  "L2 (SGD) or decoupled (AdamW) weight decay");
   app.add_option("--seed", config.seed, "seed for initialisation and shuffling");
-  app.add_option("--mode", config.launch.mode,
+  app.add_option("--mode", mode,
                  "threads (one process) or mpi (started by mpirun)");
   app.add_option("--workers", workers,
                  "worker threads in threads mode (default 1); not with --mode=mpi");
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
 
   try {
     config.hidden = tandem::ParseSizes(hidden);
+    config.launch.mode = tandem::ParseLaunchMode(mode);
     if (app.count("--workers") > 0) config.launch.workers = workers;
     const tandem::TrainResult result = tandem::TrainFashionMnist(config, std::cout);
     if (result.is_root) {

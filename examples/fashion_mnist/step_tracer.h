@@ -1,19 +1,20 @@
 // Records traced training steps into a ChromeTrace: per worker (pid = rank),
-// forward and backward of every layer and the optimizer on row 0 ("compute"),
-// and each gradient bucket's all-reduce on row 1 ("communication").
+// forward and backward of every layer on row 0 ("compute"), and each gradient
+// bucket's reduction on row 1 ("communication").
 //
-// Times come from TimeMarkers (core/backend.h): the host's monotonic clock
-// on the CPU, CUDA timing events on the compute stream on a GPU, and events
-// on NCCL's stream for its all-reduces, so the trace shows when the device
-// ran the work, not when the host queued it. Each traced step is placed at
-// the host time when it started; resolving the markers waits for the device,
-// once per traced step.
+// Times come from timing events (core/lane.h) recorded on the device's main
+// lane: the host's monotonic clock on the CPU, CUDA timing events on a GPU;
+// the reductions are timed by their Work (events on NCCL's lane, or the host
+// transport's progress thread), so the trace shows when the device ran the
+// work, not when the host queued it. Each traced step is placed at the host
+// time when it started; resolving the events waits for the device, once per
+// traced step.
 //
 //   StepTracer tracer(trace, worker.rank, worker.device, model, reducer);
 //   tracer.Begin();
 //   Tensor logits = model.Forward(x, tracer.forward_hook());
 //   ...  tracer.LossDone();  reducer.Backward(...);  tracer.BackwardDone();
-//   optimizer.Step();  tracer.End();
+//   tracer.End();
 #ifndef TANDEM_EXAMPLES_FASHION_MNIST_STEP_TRACER_H_
 #define TANDEM_EXAMPLES_FASHION_MNIST_STEP_TRACER_H_
 
@@ -42,12 +43,17 @@ class StepTracer {
  private:
   ChromeTrace& trace_;
   int rank_;
+  // A timing event at the current end of the main lane.
+  std::unique_ptr<LaneEvent> Mark();
+  void AddLayers();
+  void AddReductions();
+
   Backend& backend_;
   Sequential& model_;
   Reducer& reducer_;
   ChromeTrace::Clock::time_point host_start_;
-  std::unique_ptr<TimeMarker> start_, loss_, backward_;
-  std::vector<std::unique_ptr<TimeMarker>> forward_, backward_layers_;
+  std::unique_ptr<LaneEvent> start_, loss_, backward_;
+  std::vector<std::unique_ptr<LaneEvent>> forward_, backward_layers_;
 };
 
 }  // namespace tandem

@@ -3,7 +3,7 @@
 // benchmarks drive the same loop.
 //
 //   TrainConfig config;
-//   config.launch.mode = "threads";
+//   config.launch.mode = LaunchMode::kThreads;
 //   config.launch.workers = 2;
 //   TrainResult result = TrainFashionMnist(config, std::cout);
 //   // result.test_accuracy

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "tests/support/device_test.h"
@@ -304,47 +305,109 @@ TEST_P(OpsTest, ZeroSizedOperandsAreNoOps) {
   EXPECT_EQ(loss.Item(), 0.f);
 }
 
-// Side-lane work starts after the main lane's earlier work and is seen by
-// the main lane after a join, and by the host without one. Sizes are large
-// enough (2^24 elements, GEMMs of 1024^3) that a missing wait on a GPU reads
-// stale values rather than finishing first by luck.
-TEST_P(OpsTest, SideLaneIsOrderedAgainstTheMainLane) {
+// Work on the side lane starts after what the main lane queued before the
+// WaitFor, and the main lane sees it after WaitFor the other way. Sizes are
+// large enough (2^24 elements, GEMMs of 1024^3) that a missing wait on a GPU
+// reads stale values rather than finishing first by luck.
+TEST_P(OpsTest, LanesAreOrderedByWaitFor) {
+  Backend& backend = GetBackend(device());
+  const Lane main = backend.main_lane();
+  const Lane side = backend.side_lane();
   const int64_t n = int64_t{1} << 24;
   Tensor x = Tensor::Empty({n}, device());
   Tensor y = Tensor::Empty({n}, device());
   Tensor a = Tensor::Full({1024, 1024}, 1.f / 1024, device());
   Tensor c = Tensor::Empty({1024, 1024}, device());
   for (int round = 0; round < 3; ++round) {
-    ops::Fill(x, static_cast<float>(round + 1));  // main lane
-    ops::Fill(y, 0.f);
-    {
-      ops::SideLane side(device());
-      ops::Axpy(2.f, x, y);                      // y = 2 (round + 1)
-      ops::Gemm(a, false, a, false, c, 1.f, 0.f);  // c = 1/1024 everywhere
-    }
-    ops::JoinSideLane(device());
-    ops::Scale(y, 0.5f);  // main lane, after the join: y = round + 1
+    ops::Fill(main, x, static_cast<float>(round + 1));
+    ops::Fill(main, y, 0.f);
+    ops::WaitFor(side, main);
+    ops::Axpy(side, 2.f, x, y);                      // y = 2 (round + 1)
+    ops::Gemm(side, a, false, a, false, c, 1.f, 0.f);  // c = 1/1024 everywhere
+    ops::WaitFor(main, side);
+    ops::Scale(main, y, 0.5f);  // y = round + 1
     const std::vector<float> got = y.ToVector();
     EXPECT_EQ(got.front(), round + 1.f) << "round " << round;
     EXPECT_EQ(got.back(), round + 1.f) << "round " << round;
   }
-  // No explicit join: reading to the host joins.
-  {
-    ops::SideLane side(device());
-    ops::Fill(y, 7.f);
-  }
-  EXPECT_EQ(y.ToVector().back(), 7.f);
   EXPECT_NEAR(c.ToVector().back(), 1.f / 1024, 1e-7f);
 }
 
-TEST_P(OpsTest, SideLaneRejectsOpsThatNeedScratchMemoryOnGpu) {
+// A lane of one's own (NewLane) orders the same way, and an event recorded
+// there orders a wait on it; the host waits for it with Synchronize.
+TEST_P(OpsTest, OwnedLanesAndEventsOrderWork) {
+  Backend& backend = GetBackend(device());
+  OwnedLane mine = backend.NewLane({"test", /*high_priority=*/true});
+  const Lane main = backend.main_lane();
+  const int64_t n = int64_t{1} << 24;
+  Tensor x = Tensor::Full({n}, 1.f, device());
+  ops::WaitFor(mine.get(), main);
+  ops::Scale(mine.get(), x, 3.f);
+  std::unique_ptr<LaneEvent> done = backend.NewEvent(/*timing=*/false);
+  backend.Record(*done, mine.get());
+  backend.Wait(main, *done);
+  ops::Axpy(main, 1.f, x, x);  // 6, only if the scale came first
+  EXPECT_EQ(x.ToVector().back(), 6.f);
+  done->Synchronize();
+  EXPECT_TRUE(done->Query());
+}
+
+TEST_P(OpsTest, TimingEventsMeasureALane) {
+  Backend& backend = GetBackend(device());
+  const Lane main = backend.main_lane();
+  auto start = backend.NewEvent(/*timing=*/true);
+  auto stop = backend.NewEvent(/*timing=*/true);
+  Tensor a = Tensor::Full({512, 512}, 1.f, device());
+  Tensor c = Tensor::Empty({512, 512}, device());
+  backend.Record(*start, main);
+  ops::Gemm(main, a, false, a, false, c);
+  backend.Record(*stop, main);
+  EXPECT_GE(stop->ElapsedMsSince(*start), 0.0);
+}
+
+TEST_P(OpsTest, OpsRefuseALaneOfAnotherDevice) {
+  Tensor x = Tensor::Zeros({4}, device());
+  const Lane elsewhere = device().is_cpu() && CudaDeviceCount() > 0
+                             ? GetBackend(Device::Cuda(0)).main_lane()
+                             : GetBackend(Device::Cpu()).main_lane();
+  if (elsewhere.device() == device()) GTEST_SKIP() << "needs a second device kind";
+  EXPECT_THROW(ops::Fill(elsewhere, x, 1.f), Error);
+  EXPECT_THROW(ops::Fill(Lane(), x, 1.f), Error);
+}
+
+// Scratch memory is reused in the main lane's order, so the ops that take
+// it refuse other lanes on a GPU (every CPU lane is the calling thread).
+TEST_P(OpsTest, OpsThatNeedScratchMemoryRunOnTheMainLaneOnly) {
   Tensor pred = Tensor::Zeros({4}, device());
   Tensor loss = Tensor::Empty({1}, device());
-  ops::SideLane side(device());
+  const Lane side = GetBackend(device()).side_lane();
   if (device().is_cpu()) {
-    EXPECT_NO_THROW(ops::Mse(pred, pred, loss, nullptr));  // no lanes on the CPU
+    EXPECT_NO_THROW(ops::Mse(side, pred, pred, loss, nullptr));
   } else {
-    EXPECT_THROW(ops::Mse(pred, pred, loss, nullptr), Error);
+    EXPECT_THROW(ops::Mse(side, pred, pred, loss, nullptr), Error);
+  }
+}
+
+// A GEMM reserve plans GEMMs for fewer SMs: same results; a reserve that
+// leaves no SM, or a negative one, is refused naming the lane.
+TEST_P(OpsTest, GemmReserveKeepsResultsAndRejectsBadReserves) {
+  Backend& backend = GetBackend(device());
+  // Small integers: every partial sum is exact, so any summation order a
+  // differently planned GEMM picks gives the same bits.
+  std::vector<float> values(256 * 256);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7) - 3.f;
+  Tensor a = Tensor::FromVector(values, {256, 256}, device());
+  Tensor plain = Tensor::Empty({256, 256}, device());
+  Tensor reserved = Tensor::Empty({256, 256}, device());
+  ops::Gemm(backend.main_lane(), a, false, a, true, plain);
+  ops::Gemm(backend.main_lane().WithGemmReserve(8), a, false, a, true, reserved);
+  EXPECT_EQ(plain.ToVector(), reserved.ToVector());
+  ops::Gemm(backend.main_lane().WithGemmReserve(8), a, false, a, true, reserved,
+            ops::GemmOptions{});  // the cuBLASLt path on a GPU
+  EXPECT_EQ(plain.ToVector(), reserved.ToVector());
+  EXPECT_THROW(backend.main_lane().WithGemmReserve(-1), Error);
+  if (device().is_cuda()) {
+    EXPECT_THROW(backend.main_lane().WithGemmReserve(1 << 20), Error);
   }
 }
 

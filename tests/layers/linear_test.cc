@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/ops.h"
+#include "layers/optimizer.h"
 #include "tests/support/device_test.h"
 #include "tests/support/gradient_check.h"
 
@@ -63,10 +64,17 @@ TEST_P(LinearTest, BackwardAccumulatesIntoGradients) {
   for (size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(twice[i], 2 * once[i], 1e-5);
 }
 
-// kOverwrite writes what one backward pass gives, however often it runs;
-// kApplySgd writes the gradients too and moves the parameters by -lr times
-// them, returning the same input gradient.
-TEST_P(LinearTest, GradTargetsOverwriteAndApplySgd) {
+// Backward with args, then joined: what a caller does before reading.
+Tensor BackwardJoined(Layer& layer, const Tensor& dy, const BackwardArgs& args) {
+  Tensor dx = layer.BackwardWith(dy, args);
+  ops::WaitFor(args.lane, args.param_lane);
+  return dx;
+}
+
+// kOverwrite writes what one backward pass gives, however often it runs; an
+// in-backward SGD update (Sgd::in_backward) returns the same input gradient
+// and, after Step, leaves the parameters moved by -lr times the gradients.
+TEST_P(LinearTest, OverwriteAndSgdInBackward) {
   LinearOptions o;
   o.device = device();
   o.activation = Activation::kRelu;
@@ -74,27 +82,33 @@ TEST_P(LinearTest, GradTargetsOverwriteAndApplySgd) {
   Tensor dy = RandomInput(5, 3, 5);
   Rng rng_a(3), rng_b(3);
   Linear reference("fc", 4, 3, rng_a, o), fused("fc", 4, 3, rng_b, o);
-  ASSERT_TRUE(reference.SetGradTarget(GradTarget::Overwrite()));
+  BackwardArgs overwrite = BackwardArgs::For(device());
+  overwrite.grad_mode = GradMode::kOverwrite;
   ops::Fill(*reference.Parameters()[0].grad, 123.f);  // garbage to overwrite
   reference.Forward(x);
-  reference.Backward(dy);
+  BackwardJoined(reference, dy, overwrite);
   reference.Forward(x);
-  const std::vector<float> dx_ref = reference.Backward(dy).ToVector();
+  const std::vector<float> dx_ref = BackwardJoined(reference, dy, overwrite).ToVector();
   const std::vector<float> w0 = reference.weight().ToVector(), b0 = reference.bias().ToVector();
   const std::vector<float> dw = reference.Parameters()[0].grad->ToVector();
   const std::vector<float> db = reference.Parameters()[1].grad->ToVector();
 
   ZeroGrad(reference);
-  ASSERT_TRUE(reference.SetGradTarget(GradTarget::Accumulate()));
   reference.Forward(x);
   reference.Backward(dy);
   const std::vector<float> dw_once = reference.Parameters()[0].grad->ToVector();
   for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], dw_once[i], 1e-5) << i;
 
   const float lr = 0.25f;
-  ASSERT_TRUE(fused.SetGradTarget(GradTarget::ApplySgd(lr)));
+  SgdParams plain;
+  plain.lr = lr;
+  Sgd sgd(fused.Parameters(), plain);
+  BackwardArgs update = BackwardArgs::For(device());
+  update.update = sgd.in_backward();
+  ASSERT_NE(update.update, nullptr);
   fused.Forward(x);
-  const std::vector<float> dx = fused.Backward(dy).ToVector();
+  const std::vector<float> dx = BackwardJoined(fused, dy, update).ToVector();
+  sgd.Step();
   ASSERT_EQ(dx.size(), dx_ref.size());
   for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], dx_ref[i], 1e-5) << i;
   const std::vector<float> w1 = fused.weight().ToVector(), b1 = fused.bias().ToVector();
@@ -104,50 +118,50 @@ TEST_P(LinearTest, GradTargetsOverwriteAndApplySgd) {
   // A second step: the weights now live in the other buffer, and the
   // update must start from them. Expected: the gradient at (w1, b1).
   fused.Forward(x);
-  fused.Backward(dy);
+  BackwardJoined(fused, dy, update);
+  sgd.Step();
   reference.weight().CopyFrom(Tensor::FromVector(w1, reference.weight().shape()));
   reference.bias().CopyFrom(Tensor::FromVector(b1, reference.bias().shape()));
-  ASSERT_TRUE(reference.SetGradTarget(GradTarget::Overwrite()));
   reference.Forward(x);
-  reference.Backward(dy);
+  BackwardJoined(reference, dy, overwrite);
   const std::vector<float> dw1 = reference.Parameters()[0].grad->ToVector();
   const std::vector<float> w2 = fused.weight().ToVector();
   for (size_t i = 0; i < w2.size(); ++i) EXPECT_NEAR(w2[i], w1[i] - lr * dw1[i], 1e-5) << i;
-  EXPECT_THROW(fused.SetGradTarget(GradTarget::ApplySgd(-1.f)), Error);
 }
 
-// The hint moves the weight-gradient GEMM before the input gradient (and, on
-// a GPU, off the side lane); the same GEMMs run on the same data, so every
-// result is bitwise the same, for each gradient target that keeps gradients.
-TEST_P(LinearTest, GradientsFirstChangesNoResult) {
+// Parameter work on the main lane (before the input gradient) instead of
+// the side lane: the same GEMMs run on the same data, so every result is
+// bitwise the same, for both gradient modes; on_params_ready comes once,
+// and input_grad = false returns no input gradient.
+TEST_P(LinearTest, ParameterLaneChangesNoResult) {
   LinearOptions o;
   o.device = device();
   o.activation = Activation::kRelu;
   Tensor x = RandomInput(6, 5, 7);
   Tensor dy = RandomInput(6, 4, 8);
-  for (GradTarget target : {GradTarget::Accumulate(), GradTarget::Overwrite()}) {
+  for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
     Rng rng_a(9), rng_b(9);
     Linear beside("fc", 5, 4, rng_a, o), first("fc", 5, 4, rng_b, o);
-    ASSERT_TRUE(beside.SetGradTarget(target));
-    ASSERT_TRUE(first.SetGradTarget(target));
-    first.SetGradientsFirst(true);
-    EXPECT_TRUE(first.gradients_first());
-    EXPECT_FALSE(beside.gradients_first());
-    for (Linear* fc : {&beside, &first}) {
-      ZeroGrad(*fc);
-      for (int step = 0; step < 2; ++step) {  // twice: accumulate adds
-        fc->Forward(x);
-        fc->Backward(dy);
-      }
+    BackwardArgs beside_args = BackwardArgs::For(device());
+    beside_args.grad_mode = mode;
+    BackwardArgs first_args = beside_args;
+    first_args.param_lane = first_args.lane;
+    int ready = 0;
+    first_args.on_params_ready = [&ready] { ++ready; };
+    for (int step = 0; step < 2; ++step) {  // twice: accumulate adds
+      beside.Forward(x);
+      first.Forward(x);
+      EXPECT_EQ(BackwardJoined(first, dy, first_args).ToVector(),
+                BackwardJoined(beside, dy, beside_args).ToVector());
     }
-    beside.Forward(x);
-    first.Forward(x);
-    EXPECT_EQ(first.Backward(dy).ToVector(), beside.Backward(dy).ToVector())
-        << GradTargetName(target.kind);
+    EXPECT_EQ(ready, 2);
     for (size_t p = 0; p < 2; ++p) {
       EXPECT_EQ(first.Parameters()[p].grad->ToVector(), beside.Parameters()[p].grad->ToVector())
-          << GradTargetName(target.kind) << " parameter " << p;
+          << "parameter " << p;
     }
+    first_args.input_grad = false;
+    first.Forward(x);
+    EXPECT_FALSE(BackwardJoined(first, dy, first_args).defined());
   }
 }
 

@@ -16,7 +16,6 @@ TEST_P(MlpTest, StructureAndGradients) {
   Rng rng(3);
   MlpOptions o;
   o.device = device();
-  o.needs_input_grad = true;  // the gradient check compares d loss / d input too
   auto model = Mlp({6, 5, 4, 3}, Activation::kGelu, rng, o);
   EXPECT_EQ(model->Describe(),
             "mlp (Sequential: fc1 (Linear 6→5, gelu), fc2 (Linear 5→4, gelu), "
@@ -29,17 +28,15 @@ TEST_P(MlpTest, StructureAndGradients) {
             1e-2);
 }
 
-// By default the input is data: the first layer skips its input gradient,
-// and the parameter gradients are those of a model that computes it.
-TEST_P(MlpTest, DefaultSkipsOnlyTheInputGradient) {
+// An MLP's input is usually data: with input_grad = false the first layer
+// skips its input gradient, and the parameter gradients are those of a
+// backward that computes it.
+TEST_P(MlpTest, InputGradientOnRequestOnly) {
   MlpOptions o;
   o.device = device();
   Rng rng_a(5), rng_b(5);
   auto skipping = Mlp({6, 5, 3}, Activation::kRelu, rng_a, o);
-  o.needs_input_grad = true;
   auto full = Mlp({6, 5, 3}, Activation::kRelu, rng_b, o);
-  EXPECT_FALSE(skipping->layer(0).needs_input_grad());
-  EXPECT_TRUE(skipping->layer(1).needs_input_grad());
   Rng data(6);
   std::vector<float> xv(4 * 6), dyv(4 * 3);
   for (float& v : xv) v = data.Normal();
@@ -50,17 +47,15 @@ TEST_P(MlpTest, DefaultSkipsOnlyTheInputGradient) {
   ZeroGrad(*full);
   skipping->Forward(x);
   full->Forward(x);
-  EXPECT_FALSE(skipping->Backward(dy).defined());
+  BackwardArgs no_input = BackwardArgs::For(device());
+  no_input.input_grad = false;
+  EXPECT_FALSE(skipping->BackwardWith(dy, no_input).defined());
   EXPECT_EQ(full->Backward(dy).shape(), x.shape());
   auto a = skipping->Parameters(), b = full->Parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].grad->ToVector(), b[i].grad->ToVector()) << a[i].name;
   }
-  // Turning it back on reaches the first layer again.
-  skipping->SetNeedsInputGrad(true);
-  skipping->Forward(x);
-  EXPECT_EQ(skipping->Backward(dy).shape(), x.shape());
 }
 
 TEST(MlpConfigTest, DropoutLayersAndErrors) {

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/ops.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "tests/support/device_test.h"
@@ -57,8 +59,7 @@ TEST_P(OptimizerTest, AdamWTwoStepsByHand) {
 }
 
 // UpdateParameters is Step's update without the count, parameter by
-// parameter; with updates handed off (Reducer::set_optimizer), Step only
-// counts.
+// parameter, on the lane given; FinishStep counts.
 TEST_P(OptimizerTest, UpdateParametersIsStepWithoutTheCount) {
   for (const char* name : {"sgd", "adamw"}) {
     OptimizerConfig config;
@@ -79,13 +80,16 @@ TEST_P(OptimizerTest, UpdateParametersIsStepWithoutTheCount) {
     w2 = Tensor::FromVector({3, 4}, {2}, device());
     params = {{"a", &w1, &g1}, {"b", &w2, &g2}};
     auto by_hand = MakeOptimizer(config, params);
-    by_hand->set_updates_handed_off(true);
+    const Lane lane = GetBackend(device()).side_lane();
+    // The caller orders the lane after the gradients (and here the values).
+    ops::WaitFor(lane, GetBackend(device()).main_lane());
     for (int step = 0; step < 2; ++step) {
-      by_hand->UpdateParameters({1});
+      by_hand->UpdateParameters({1}, lane);
       EXPECT_EQ(by_hand->steps(), step) << name;
-      by_hand->UpdateParameters({0});
-      by_hand->Step();  // counts only
+      by_hand->UpdateParameters({0}, lane);
+      by_hand->FinishStep();
     }
+    ops::WaitFor(GetBackend(device()).main_lane(), lane);
     EXPECT_EQ(by_hand->steps(), 2) << name;
     EXPECT_EQ(w1.ToVector(), expected_a) << name;
     EXPECT_EQ(w2.ToVector(), expected_b) << name;
@@ -114,10 +118,10 @@ TEST_P(OptimizerTest, ConfigErrorsNameTheFlag) {
   EXPECT_EQ(MakeOptimizer(c, Params())->Name(), "sgd");
 }
 
-// Sgd::FuseIntoBackward trains like ZeroGrad + Backward + Step, learning
-// rate changes included, to fp32 rounding (the fused update rounds once,
-// p - lr * g in the GEMM's epilogue).
-TEST_P(OptimizerTest, FusedSgdTrainsLikeSeparateSteps) {
+// SGD folded into Backward (Sgd::in_backward) trains like ZeroGrad +
+// Backward + Step, learning rate changes included, to fp32 rounding (the
+// folded update rounds once, p - lr * g in the GEMM's epilogue).
+TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
   MlpOptions o;
   o.device = device();
   Rng rng_a(7), rng_b(7);
@@ -125,8 +129,11 @@ TEST_P(OptimizerTest, FusedSgdTrainsLikeSeparateSteps) {
   auto fused = Mlp({6, 16, 16, 3}, Activation::kRelu, rng_b, o);
   Sgd plain_sgd(plain->Parameters(), SgdParams{0.05f});
   Sgd fused_sgd(fused->Parameters(), SgdParams{0.05f});
-  ASSERT_TRUE(fused_sgd.FuseIntoBackward(*fused));
-  EXPECT_EQ(fused_sgd.fused_into(), fused.get());
+  BackwardArgs in_backward = BackwardArgs::For(device());
+  in_backward.update = fused_sgd.in_backward();
+  in_backward.grad_mode = GradMode::kOverwrite;
+  in_backward.input_grad = false;
+  ASSERT_NE(in_backward.update, nullptr);
   MseLoss loss;
   Rng data(8);
   for (int step = 0; step < 6; ++step) {
@@ -139,13 +146,13 @@ TEST_P(OptimizerTest, FusedSgdTrainsLikeSeparateSteps) {
     for (float& v : yv) v = data.Normal();
     Tensor x = Tensor::FromVector(xv, {4, 6}, device());
     Tensor y = Tensor::FromVector(yv, {4, 3}, device());
-    for (auto* pair : {&plain, &fused}) {
-      Sgd& sgd = pair == &plain ? plain_sgd : fused_sgd;
-      sgd.ZeroGrad();
-      loss.Forward((*pair)->Forward(x), y);
-      (*pair)->Backward(loss.Backward());
-      sgd.Step();
-    }
+    plain_sgd.ZeroGrad();
+    loss.Forward(plain->Forward(x), y);
+    plain->Backward(loss.Backward());
+    plain_sgd.Step();
+    loss.Forward(fused->Forward(x), y);
+    fused->BackwardWith(loss.Backward(), in_backward);
+    fused_sgd.Step();
   }
   EXPECT_EQ(fused_sgd.steps(), 6);
   std::vector<Parameter> a = plain->Parameters(), b = fused->Parameters();
@@ -156,24 +163,33 @@ TEST_P(OptimizerTest, FusedSgdTrainsLikeSeparateSteps) {
       EXPECT_NEAR(va[j], vb[j], 1e-5) << a[i].name << "[" << j << "]";
     }
   }
-  // Back to separate steps: gradients start from zero again.
-  fused_sgd.Unfuse();
-  EXPECT_EQ(fused->grad_target().kind, GradTarget::kAccumulate);
-  for (float g : b[0].grad->ToVector()) EXPECT_EQ(g, 0.f);
+  // Back to separate steps: a step whose Backward updated nothing updates
+  // every parameter from its gradient.
+  ZeroGrad(*fused);
+  loss.Forward(fused->Forward(Tensor::Zeros({4, 6}, device())), Tensor::Zeros({4, 3}, device()));
+  fused->Backward(loss.Backward());
+  const std::vector<float> before = b[0].value->ToVector();
+  const std::vector<float> grad = b[0].grad->ToVector();
+  fused_sgd.Step();
+  const std::vector<float> after = b[0].value->ToVector();
+  for (size_t j = 0; j < after.size(); ++j) {
+    EXPECT_NEAR(after[j], before[j] - 0.02f * grad[j], 1e-6) << j;
+  }
 }
 
-TEST_P(OptimizerTest, OnlyPlainSgdFuses) {
+TEST_P(OptimizerTest, OnlyPlainSgdRunsInBackward) {
   MlpOptions o;
   o.device = device();
   Rng rng(7);
   auto model = Mlp({4, 3}, Activation::kRelu, rng, o);
   SgdParams momentum{0.1f, 0.9f};
   Sgd with_momentum(model->Parameters(), momentum);
-  EXPECT_FALSE(with_momentum.FuseIntoBackward(*model));
+  EXPECT_EQ(with_momentum.in_backward(), nullptr);
   SgdParams decay{0.1f, 0.f, 1e-4f};
   Sgd with_decay(model->Parameters(), decay);
-  EXPECT_FALSE(with_decay.FuseIntoBackward(*model));
-  EXPECT_EQ(model->grad_target().kind, GradTarget::kAccumulate);
+  EXPECT_EQ(with_decay.in_backward(), nullptr);
+  Sgd plain(model->Parameters(), SgdParams{0.1f});
+  EXPECT_NE(plain.in_backward(), nullptr);
 }
 
 INSTANTIATE_DEVICE_TEST_SUITE_P(OptimizerTest);

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/ops.h"
+#include "layers/optimizer.h"
 #include "layers/activation.h"
 #include "layers/linear.h"
 #include "tests/support/device_test.h"
@@ -31,11 +33,15 @@ TEST_P(SequentialTest, GradientsAndLayerDoneOrder) {
 
   std::vector<size_t> order;
   model.Forward(x);
-  model.Backward(Tensor::Zeros({2, 3}, device()), [&](size_t i) { order.push_back(i); });
+  Sequential::LayerHooks hooks;
+  hooks.on_layer_done = [&](size_t i) { order.push_back(i); };
+  model.BackwardWith(Tensor::Zeros({2, 3}, device()), BackwardArgs::For(device()), hooks);
   EXPECT_EQ(order, (std::vector<size_t>{2, 1, 0}));
 }
 
-// Logs its Backward's steps; says its gradients are queued midway if `early`.
+// Logs its Backward's steps. With `early` it implements the full form and
+// says midway that its parameter gradients are queued; otherwise only the
+// simple form, which the default adapter serves.
 class NoticeLogger : public Layer {
  public:
   NoticeLogger(std::string name, bool early, std::vector<std::string>& log)
@@ -43,8 +49,13 @@ class NoticeLogger : public Layer {
   Tensor Forward(const Tensor& x) override { return x; }
   Tensor Backward(const Tensor& dy) override {
     log_.push_back(name_ + " gradients");
-    if (early_) NotifyGradientsQueued();
-    if (early_) NotifyGradientsQueued();  // a second call says nothing
+    log_.push_back(name_ + " input gradient");
+    return dy;
+  }
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override {
+    if (!early_) return Layer::BackwardWith(dy, args);
+    log_.push_back(name_ + " gradients");
+    if (args.on_params_ready) args.on_params_ready();
     log_.push_back(name_ + " input gradient");
     return dy;
   }
@@ -56,67 +67,91 @@ class NoticeLogger : public Layer {
   std::vector<std::string>& log_;
 };
 
-TEST(SequentialHooksTest, GradientsQueuedWhereTheLayerSaysElseOnReturn) {
+TEST(SequentialHooksTest, ParamsReadyWhereTheLayerSaysElseOnReturn) {
   std::vector<std::string> log;
   Sequential model("net");
   model.Emplace<NoticeLogger>("late", false, log);
   model.Emplace<NoticeLogger>("early", true, log);
   model.Forward(Tensor::Zeros({1, 1}));
-  Sequential::BackwardHooks hooks;
-  hooks.on_gradients_queued = [&](size_t i) { log.push_back("queued " + std::to_string(i)); };
+  Sequential::LayerHooks hooks;
+  hooks.on_params_ready = [&](size_t i) { log.push_back("ready " + std::to_string(i)); };
   hooks.on_layer_done = [&](size_t i) { log.push_back("done " + std::to_string(i)); };
-  model.Backward(Tensor::Zeros({1, 1}), hooks);
+  model.BackwardWith(Tensor::Zeros({1, 1}), BackwardArgs::For(Device::Cpu()), hooks);
   EXPECT_EQ(log, (std::vector<std::string>{
-                     "early gradients", "queued 1", "early input gradient", "done 1",
-                     "late gradients", "late input gradient", "queued 0", "done 0"}));
-  // Outside Sequential's hooks the notice reaches nobody.
-  log.clear();
-  model.Backward(Tensor::Zeros({1, 1}));
-  EXPECT_EQ(log, (std::vector<std::string>{"early gradients", "early input gradient",
-                                           "late gradients", "late input gradient"}));
+                     "early gradients", "ready 1", "early input gradient", "done 1",
+                     "late gradients", "late input gradient", "ready 0", "done 0"}));
 }
 
-// A custom layer with a parameter that only knows how to accumulate.
-class AccumulateOnly : public Layer {
+// The prepare hook changes one layer's arguments: here the first layer's
+// parameter work goes to the main lane, and it alone is asked for no input
+// gradient when the caller asks for none.
+TEST(SequentialHooksTest, PrepareSeesEachLayersArguments) {
+  Rng rng(0);
+  Sequential model("net");
+  model.Emplace<Linear>("fc1", 3, 2, rng);
+  model.Emplace<Linear>("fc2", 2, 2, rng);
+  model.Forward(Tensor::Full({4, 3}, 1.f));
+  BackwardArgs args = BackwardArgs::For(Device::Cpu());
+  args.input_grad = false;
+  std::vector<std::string> seen;
+  Sequential::LayerHooks hooks;
+  hooks.prepare = [&](size_t i, BackwardArgs& layer_args) {
+    seen.push_back(std::to_string(i) + (layer_args.input_grad ? " dx" : " no dx"));
+    if (i == 0) layer_args.param_lane = layer_args.lane;
+  };
+  EXPECT_FALSE(model.BackwardWith(Tensor::Full({4, 2}, 1.f), args, hooks).defined());
+  EXPECT_EQ(seen, (std::vector<std::string>{"1 dx", "0 no dx"}));
+}
+
+// A custom layer with a parameter that implements only the simple form: the
+// default adapter gives it overwrite mode and in-backward updates.
+class ScaleLayer : public Layer {
  public:
-  Tensor Forward(const Tensor& x) override { return x; }
-  Tensor Backward(const Tensor& dy) override { return dy; }
+  Tensor Forward(const Tensor& x) override {
+    x_ = x;
+    Tensor y = Tensor::Empty(x.shape(), x.device());
+    ops::Mul(x, s_, y);
+    return y;
+  }
+  Tensor Backward(const Tensor& dy) override {  // adds into ds, like any layer
+    Tensor g = Tensor::Empty(dy.shape(), dy.device());
+    ops::Mul(dy, x_, g);
+    ops::Axpy(1.f, g, ds_);
+    Tensor dx = Tensor::Empty(dy.shape(), dy.device());
+    ops::Mul(dy, s_, dx);
+    return dx;
+  }
   std::vector<Parameter> Parameters() override { return {{"s", &s_, &ds_}}; }
   std::string Name() const override { return "scale"; }
 
  private:
-  Tensor s_ = Tensor::Zeros({1}), ds_ = Tensor::Zeros({1});
+  Tensor s_ = Tensor::Full({1, 2}, 2.f), ds_ = Tensor::Zeros({1, 2});
+  Tensor x_;
 };
 
-TEST(SequentialGradTargetTest, AllOrNothing) {
-  Rng rng(0);
-  Sequential model("net");
-  model.Emplace<Linear>("fc1", 2, 2, rng);
-  model.Add(MakeTanh("act"));
-  ASSERT_TRUE(model.SetGradTarget(GradTarget::Overwrite()));
-  EXPECT_EQ(model.layer(0).grad_target().kind, GradTarget::kOverwrite);
-  // A layer that cannot overwrite is refused while the model overwrites...
-  EXPECT_THROW(model.Add(std::make_unique<AccumulateOnly>()), Error);
-  ASSERT_TRUE(model.SetGradTarget(GradTarget::Accumulate()));
-  model.Add(std::make_unique<AccumulateOnly>());
-  // ...and once it is in, no layer switches.
-  EXPECT_FALSE(model.SetGradTarget(GradTarget::ApplySgd(0.1f)));
-  EXPECT_EQ(model.grad_target().kind, GradTarget::kAccumulate);
-  EXPECT_EQ(model.layer(0).grad_target().kind, GradTarget::kAccumulate);
-}
-
-TEST(SequentialGradientsFirstTest, ReachesNestedLayers) {
-  Rng rng(0);
-  Sequential model("net");
-  model.Emplace<Linear>("fc1", 2, 2, rng);
-  Sequential& inner = model.Emplace<Sequential>("inner");
-  inner.Emplace<Linear>("fc2", 2, 2, rng);
-  model.SetGradientsFirst(true);
-  EXPECT_TRUE(model.layer(0).gradients_first());
-  EXPECT_TRUE(inner.layer(0).gradients_first());
-  inner.SetGradientsFirst(false);
-  EXPECT_TRUE(model.layer(0).gradients_first());
-  EXPECT_FALSE(inner.layer(0).gradients_first());
+TEST(DefaultBackwardTest, OverwriteAndUpdateThroughTheSimpleForm) {
+  ScaleLayer layer;
+  const Tensor x = Tensor::FromVector({1.f, 3.f}, {1, 2});
+  const Tensor dy = Tensor::FromVector({1.f, 1.f}, {1, 2});
+  BackwardArgs overwrite = BackwardArgs::For(Device::Cpu());
+  overwrite.grad_mode = GradMode::kOverwrite;
+  for (int i = 0; i < 2; ++i) {
+    layer.Forward(x);
+    EXPECT_EQ(layer.BackwardWith(dy, overwrite).ToVector(), (std::vector<float>{2.f, 2.f}));
+  }
+  EXPECT_EQ(layer.Parameters()[0].grad->ToVector(), (std::vector<float>{1.f, 3.f}));
+  SgdParams plain;
+  plain.lr = 0.5f;
+  Sgd sgd(layer.Parameters(), plain);
+  BackwardArgs update = BackwardArgs::For(Device::Cpu());
+  update.update = sgd.in_backward();
+  int ready = 0;
+  update.on_params_ready = [&ready] { ++ready; };
+  layer.Forward(x);
+  layer.BackwardWith(dy, update);
+  sgd.Step();
+  EXPECT_EQ(ready, 1);
+  EXPECT_EQ(layer.Parameters()[0].value->ToVector(), (std::vector<float>{1.5f, 0.5f}));
 }
 
 TEST(SequentialNamesTest, ParameterNamesAndUniqueness) {

@@ -1,7 +1,8 @@
-// Tests parallel/checkpointer.h in threads mode: three ranks save, one file
-// is written (rank 0's state), and every rank returns only once it is
-// complete; a failed save fails every rank; loading finds nothing, the
-// checkpoint, or a clear error.
+// Tests parallel/checkpointer.h over a ThreadGroup (threads mode without the
+// launcher): three ranks save, one file is written (rank 0's state), and
+// every rank returns only once it is complete; a failed save fails every
+// rank, rank 0 with its own error; loading finds nothing, the checkpoint, or
+// a clear error.
 #include "parallel/checkpointer.h"
 
 #include <dirent.h>
@@ -9,14 +10,17 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <exception>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
-#include "parallel/launcher.h"
+#include "parallel/thread_communicator.h"
 
 namespace tandem {
 namespace {
@@ -49,11 +53,38 @@ CheckpointState StateOf(int rank, int64_t step) {
   return s;
 }
 
-LaunchOptions Threads(int workers) {
-  LaunchOptions options;
-  options.mode = "threads";
-  options.workers = workers;
-  return options;
+// Runs fn(rank, comm) on `workers` threads of one ThreadGroup, as threads
+// mode does, and returns what each rank threw (null: returned).
+std::vector<std::exception_ptr> RunRanks(
+    int workers, const std::function<void(int, Communicator&)>& fn) {
+  ThreadGroup group(workers);
+  std::vector<std::exception_ptr> errors(workers);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < workers; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, group.communicator(r));
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+// What `error` says, and whether it is a CollectiveAbortedError.
+std::string Text(const std::exception_ptr& error, bool* aborted = nullptr) {
+  if (aborted != nullptr) *aborted = false;
+  if (!error) return "";
+  try {
+    std::rethrow_exception(error);
+  } catch (const CollectiveAbortedError& e) {
+    if (aborted != nullptr) *aborted = true;
+    return e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
 }
 
 TEST(CheckpointerTest, ThreeRanksWriteOneFileAndEveryoneReturns) {
@@ -67,24 +98,25 @@ TEST(CheckpointerTest, ThreeRanksWriteOneFileAndEveryoneReturns) {
     failures.push_back("rank " + std::to_string(rank) + " after save " +
                        std::to_string(step) + ": " + what);
   };
-  Launch(Threads(3), [&](Worker& w) {
+  const auto errors = RunRanks(3, [&](int rank, Communicator& comm) {
     for (int64_t step = 1; step <= 5; ++step) {
-      SaveCheckpoint(w.comm, dir, StateOf(w.rank, step));
+      SaveCheckpoint(comm, dir, StateOf(rank, step));
       // Every rank, once back, sees the complete checkpoint of this step:
       // nobody returns before rank 0 has renamed the file into place.
       const std::optional<CheckpointState> loaded = LoadLatestCheckpoint(dir);
       if (!loaded.has_value()) {
-        fail(w.rank, step, "no checkpoint");
+        fail(rank, step, "no checkpoint");
       } else if (!(*loaded == StateOf(0, step))) {
-        fail(w.rank, step,
+        fail(rank, step,
              "loaded step " + std::to_string(loaded->step) + " made by rank " +
                  std::to_string(loaded->extra_u64.at("made_by_rank")[0]));
       }
       // Keep ranks from racing ahead into the next save while others read.
-      w.comm.Barrier();
+      comm.Barrier()->Wait();
     }
     ++returned;
   });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(Text(errors[r]), "") << "rank " << r;
   EXPECT_EQ(returned.load(), 3);
   EXPECT_TRUE(failures.empty()) << failures.front();
   EXPECT_EQ(ListDirectory(dir), std::set<std::string>{"checkpoint.tnd"});
@@ -94,8 +126,9 @@ TEST(CheckpointerTest, ThreeRanksWriteOneFileAndEveryoneReturns) {
 
 TEST(CheckpointerTest, OneWorkerSaves) {
   const std::string dir = TempPath("one_worker");
-  Launch(Threads(1),
-         [&](Worker& w) { SaveCheckpoint(w.comm, dir, StateOf(0, 3)); });
+  const auto errors =
+      RunRanks(1, [&](int, Communicator& comm) { SaveCheckpoint(comm, dir, StateOf(0, 3)); });
+  EXPECT_EQ(Text(errors[0]), "");
   ASSERT_TRUE(LoadLatestCheckpoint(dir).has_value());
   EXPECT_TRUE(*LoadLatestCheckpoint(dir) == StateOf(0, 3));
 }
@@ -104,25 +137,25 @@ TEST(CheckpointerTest, FailedSaveFailsEveryRankWithRankZerosError) {
   // The "directory" is a file, so rank 0 cannot create it.
   const std::string dir = TempPath("i_am_a_file");
   std::ofstream(dir) << "not a directory";
-  std::atomic<int> threw{0};
-  std::string error;
-  try {
-    Launch(Threads(3), [&](Worker& w) {
-      try {
-        SaveCheckpoint(w.comm, dir, StateOf(w.rank, 1));
-      } catch (const Error&) {
-        ++threw;
-        throw;
-      }
-    });
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  EXPECT_EQ(threw.load(), 3) << "every rank must fail, not only rank 0";
-  EXPECT_NE(error.find("worker 0 failed"), std::string::npos) << error;
+  const auto errors = RunRanks(3, [&](int rank, Communicator& comm) {
+    SaveCheckpoint(comm, dir, StateOf(rank, 1));
+  });
+  // Rank 0 throws its own error, the cause ...
+  bool aborted = true;
+  const std::string error = Text(errors[0], &aborted);
+  EXPECT_FALSE(aborted) << error;
   EXPECT_NE(error.find("cannot create checkpoint directory " + dir), std::string::npos)
       << error;
   EXPECT_NE(error.find("exists and is not a directory"), std::string::npos) << error;
+  // ... and every other rank fails too, with its consequence, rather than
+  // training on.
+  for (int r = 1; r < 3; ++r) {
+    const std::string consequence = Text(errors[r], &aborted);
+    EXPECT_TRUE(aborted) << "rank " << r << ": " << consequence;
+    EXPECT_NE(consequence.find("rank 0 failed to save checkpoint " + dir + "/checkpoint.tnd"),
+              std::string::npos)
+        << "rank " << r << ": " << consequence;
+  }
 }
 
 TEST(CheckpointerTest, LoadLatestFindsNothingInAFreshDirectory) {

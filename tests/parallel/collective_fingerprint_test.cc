@@ -1,11 +1,13 @@
 // Tests parallel/collective_fingerprint.h: the comparison and its message,
-// and the exchange over a host communicator (ThreadCommunicator here; the
-// NCCL use is in nccl_communicator_test, the MPI one in mpi_launcher_test).
+// the exchange over a host communicator, and the Communicator preamble
+// using it over a fingerprint channel (ThreadCommunicator here; the NCCL use
+// is in nccl_communicator_test, the MPI one in mpi_communicator_test).
 #include "parallel/collective_fingerprint.h"
 
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -97,6 +99,40 @@ TEST(CheckFingerprintTest, EveryRankThrowsOnAMismatch) {
                            "rank 1 called AllReduce #5 (4294967296 bytes)"),
             std::string::npos)
       << errors[2];
+}
+
+// The preamble compares every collective over the channel (a second group
+// over the same ranks) before the transport sees it: a mismatch throws on
+// every rank from the call itself, naming both calls, and nothing runs.
+TEST(FingerprintChannelTest, MismatchThrowsFromTheCallOnEveryRank) {
+  ThreadGroup channels(2);
+  const auto errors = RunRanks(2, [&](int rank, Communicator& comm) {
+    comm.set_fingerprint_channel(&channels.communicator(rank));
+    std::vector<float> data(10, 1.0f);
+    comm.AllReduce(data.data(), 10, ReduceOp::kSum)->Wait();  // #1 agrees
+    EXPECT_EQ(data[0], 2.0f);
+    std::shared_ptr<Work> work;
+    try {
+      if (rank == 1) {
+        work = comm.Broadcast(data.data(), 10, 0);
+      } else {
+        work = comm.AllReduce(data.data(), 10, ReduceOp::kSum);
+      }
+    } catch (...) {
+      EXPECT_EQ(work, nullptr);
+      EXPECT_EQ(comm.sequence(), 2u);  // numbered before it was compared
+      EXPECT_EQ(channels.communicator(rank).sequence(), 2u);
+      throw;
+    }
+  });
+  EXPECT_NE(errors[0].find("ranks called different collectives: rank 0 called AllReduce #2 "
+                           "(40 bytes) but rank 1 called Broadcast #2 (40 bytes)"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("ranks called different collectives: rank 1 called Broadcast #2 "
+                           "(40 bytes) but rank 0 called AllReduce #2 (40 bytes)"),
+            std::string::npos)
+      << errors[1];
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ TEST(GpuMpiReducerTest, RanksEqualOneGpuOnTheGlobalBatch) {
   const std::vector<float> reference = testing::TrainDataParallel(alone.communicator(0), setup);
 
   LaunchOptions options;
-  options.mode = "mpi";
+  options.mode = LaunchMode::kMpi;
   options.device = "cuda";
   std::vector<float> params;
   Launch(options, [&](Worker& w) {
@@ -41,7 +41,7 @@ TEST(GpuMpiReducerTest, RanksEqualOneGpuOnTheGlobalBatch) {
             << diff << "\n";
   EXPECT_LE(diff, 1e-5);
   std::vector<float> root = params;
-  world.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0);
+  world.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0)->Wait();
   EXPECT_EQ(root, params) << "rank " << world.rank() << " differs from rank 0";
 }
 
@@ -54,7 +54,7 @@ TEST(GpuMpiReducerTest, StepNeverWaitsOnTheHost) {
                  << ": " << CudaUnavailableReason();
   }
   LaunchOptions options;
-  options.mode = "mpi";
+  options.mode = LaunchMode::kMpi;
   options.device = "cuda";
   int64_t waits = -1;
   Launch(options, [&](Worker& w) {
@@ -64,26 +64,29 @@ TEST(GpuMpiReducerTest, StepNeverWaitsOnTheHost) {
   EXPECT_EQ(waits, 0);
 }
 
-// Runs on every machine: with GPUs, each rank gets its node-local GPU and an
-// NCCL communicator; without, --device=cuda fails with a clear message.
+// Runs on every machine: with a GPU per rank, each rank gets its node-local
+// GPU and an NCCL communicator; without, --device=cuda fails on every rank
+// with a clear message (no GPUs at all, or fewer than the ranks).
 TEST(GpuMpiReducerTest, RanksGetTheirGpuOrAClearError) {
   MpiCommunicator world;
   LaunchOptions options;
-  options.mode = "mpi";
+  options.mode = LaunchMode::kMpi;
   options.device = "cuda";
-  if (CudaDeviceCount() == 0) {
+  if (CudaDeviceCount() < world.size()) {
+    const char* expected = CudaDeviceCount() == 0
+                               ? "--device=cuda but there are no CUDA devices"
+                               : "--mode=mpi --device=cuda puts each rank on a GPU of its own";
     try {
       Launch(options, [](Worker&) {});
-      FAIL() << "no error without GPUs";
+      FAIL() << "no error with " << CudaDeviceCount() << " GPU(s) for " << world.size()
+             << " ranks";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("--device=cuda but there are no CUDA devices"),
-                std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
     return;
   }
   Launch(options, [&](Worker& w) {
-    EXPECT_EQ(w.device, Device::Cuda(world.local_rank() % CudaDeviceCount()));
+    EXPECT_EQ(w.device, Device::Cuda(world.local_rank()));
     ASSERT_NE(w.device_comm, nullptr);
     EXPECT_EQ(w.device_comm->size(), world.size());
   });

@@ -69,8 +69,24 @@ TEST_F(GpuReducerTest, TwoGpusEqualOneGpuAndReplicasStayIdentical) {
   }
 }
 
-// Each bucket updated on its NCCL stream as soon as it is reduced
-// (Reducer::set_optimizer): bitwise what Step gives, replicas identical.
+// One GPU, one worker: the reducer reduces nothing, and the per-bucket
+// update hook updates each bucket on its own lane beside backward: bitwise
+// what Step gives.
+TEST(OneGpuReducerTest, PerBucketUpdateEqualsStepBitwise) {
+  if (CudaDeviceCount() < 1) GTEST_SKIP() << "no GPU: " << CudaUnavailableReason();
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    DpSetup setup;
+    setup.steps = 3;
+    setup.optimizer = optimizer;
+    const auto stepped = RunGpus(1, setup, nullptr);
+    setup.per_bucket_update = true;
+    const auto per_bucket = RunGpus(1, setup, nullptr);
+    EXPECT_EQ(per_bucket[0], stepped[0]) << optimizer;
+  }
+}
+
+// Each bucket updated on its own lane as soon as it is reduced
+// (OptimizerUpdateHook): bitwise what Step gives, replicas identical.
 TEST_F(GpuReducerTest, PerBucketUpdateEqualsStepBitwise) {
   for (const char* optimizer : {"sgd", "adamw"}) {
     DpSetup setup;

@@ -15,19 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/error_text.h"
+
 namespace tandem {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string ErrorText(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::ErrorText;
 
 LaunchOptions Threads(int workers) {
   LaunchOptions options;
@@ -52,7 +47,7 @@ TEST(LauncherTest, ThreadsModeRunsEveryRank) {
       }
       if (w.is_root()) roots.fetch_add(1);
       float rank = w.rank;
-      w.comm.AllReduce(&rank, 1, ReduceOp::kSum);
+      w.comm.AllReduce(&rank, 1, ReduceOp::kSum)->Wait();
       if (rank != n * (n - 1) / 2) wrong.fetch_add(1);
     });
     EXPECT_EQ(calls, std::vector<int>(n, 1)) << n << " workers";
@@ -81,7 +76,7 @@ TEST(LauncherTest, FailingWorkerAbortsTheOthersAndIsReported) {
         throw std::runtime_error("loss is NaN at step 7");
       }
       std::vector<float> grads(1000, 1.0f);
-      w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum);
+      w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum)->Wait();
     });
   });
   const double seconds =
@@ -109,7 +104,7 @@ TEST(LauncherTest, StuckWorkerIsAbandonedAfterTheGracePeriod) {
         return;
       }
       std::vector<float> grads(10, 1.0f);
-      w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum);
+      w.comm.AllReduce(grads.data(), grads.size(), ReduceOp::kSum)->Wait();
     });
   });
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -136,7 +131,7 @@ TEST(LauncherTest, OtherWorkersSeeTheAbortReason) {
     Launch(Threads(3), [&](Worker& w) {
       if (w.rank == 0) throw Error("bad batch");
       try {
-        w.comm.Barrier();
+        w.comm.Barrier()->Wait();
       } catch (const CollectiveAbortedError& e) {
         std::lock_guard<std::mutex> lock(mu);
         seen.push_back(e.what());
@@ -153,7 +148,7 @@ TEST(LauncherTest, NonStandardExceptionIsReported) {
   const std::string error = ErrorText([] {
     Launch(Threads(2), [](Worker& w) {
       if (w.rank == 1) throw 42;
-      w.comm.Barrier();
+      w.comm.Barrier()->Wait();
     });
   });
   EXPECT_EQ(error,
@@ -161,13 +156,47 @@ TEST(LauncherTest, NonStandardExceptionIsReported) {
             "std::exception)");
 }
 
-TEST(LauncherTest, RejectsUnknownMode) {
+TEST(LauncherTest, ParsesTheLaunchModes) {
+  EXPECT_EQ(ParseLaunchMode("threads"), LaunchMode::kThreads);
+  EXPECT_EQ(ParseLaunchMode("mpi"), LaunchMode::kMpi);
+  for (LaunchMode mode : {LaunchMode::kThreads, LaunchMode::kMpi}) {
+    EXPECT_EQ(ParseLaunchMode(ToString(mode)), mode) << ToString(mode);
+  }
+  EXPECT_STREQ(ToString(LaunchMode::kThreads), "threads");
+  EXPECT_STREQ(ToString(LaunchMode::kMpi), "mpi");
+  EXPECT_EQ(LaunchOptions().mode, LaunchMode::kThreads);
+}
+
+TEST(LauncherTest, RejectsUnknownModeNamingTheFlagAndTheValidValues) {
+  for (const char* text : {"processes", "", "MPI", "thread"}) {
+    const std::string error = ErrorText([&] { ParseLaunchMode(text); });
+    EXPECT_NE(error.find(std::string("--mode=") + text +
+                         " is not a launch mode: use --mode=threads or --mode=mpi"),
+              std::string::npos)
+        << error;
+  }
+}
+
+TEST(LauncherTest, RejectsAModeOutsideTheEnum) {
   LaunchOptions options;
-  options.mode = "processes";
-  const std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
-  EXPECT_NE(error.find("--mode=processes is not a launch mode: use "
-                       "--mode=threads or --mode=mpi"),
-            std::string::npos)
+  options.mode = static_cast<LaunchMode>(7);
+  bool ran = false;
+  const std::string error = ErrorText([&] { Launch(options, [&](Worker&) { ran = true; }); });
+  EXPECT_NE(error.find("LaunchOptions::mode holds 7, not a launch mode"), std::string::npos)
+      << error;
+  EXPECT_FALSE(ran);
+}
+
+TEST(LauncherTest, RejectsBadTimeoutsAndLanesNamingTheFlag) {
+  LaunchOptions options;
+  options.collective_timeout_s = 0;
+  std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
+  EXPECT_NE(error.find("--collective_timeout must be positive, got 0"), std::string::npos)
+      << error;
+  options = LaunchOptions();
+  options.gradient_lanes = 0;
+  error = ErrorText([&] { Launch(options, [](Worker&) {}); });
+  EXPECT_NE(error.find("--gradient_lanes must be at least 1, got 0"), std::string::npos)
       << error;
 }
 
@@ -187,7 +216,7 @@ TEST(LauncherTest, RejectsTooFewWorkers) {
 TEST(LauncherTest, RejectsWorkersInMpiMode) {
   for (int workers : {1, 4}) {
     LaunchOptions options;
-    options.mode = "mpi";
+    options.mode = LaunchMode::kMpi;
     options.workers = workers;
     const std::string error =
         ErrorText([&] { Launch(options, [](Worker&) {}); });
@@ -200,7 +229,7 @@ TEST(LauncherTest, RejectsWorkersInMpiMode) {
 
 TEST(LauncherTest, MpiModeOutsideMpirunSaysHowToStart) {
   LaunchOptions options;
-  options.mode = "mpi";
+  options.mode = LaunchMode::kMpi;
   const std::string error = ErrorText([&] { Launch(options, [](Worker&) {}); });
   EXPECT_NE(error.find("--mode=mpi needs the program started by mpirun"),
             std::string::npos)
@@ -222,7 +251,10 @@ TEST(LauncherTest, CudaWorkersBeyondVisibleGpusIsAClearError) {
 }
 
 TEST(LauncherTest, ThreadsModeGivesEachWorkerItsOwnGpu) {
-  if (CudaDeviceCount() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << CudaDeviceCount();
+  if (CudaDeviceCount() < 2) {
+    GTEST_SKIP() << "needs 2 GPUs, found " << CudaDeviceCount()
+                 << (CudaDeviceCount() == 0 ? " (" + CudaUnavailableReason() + ")" : "");
+  }
   LaunchOptions options;
   options.device = "cuda";
   options.workers = 2;

@@ -1,17 +1,29 @@
 // Tests parallel/mpi_communicator.h under mpirun (tests/parallel/mpi_test.sh
-// starts it with -np 2 and -np 4): the closed forms of
-// thread_communicator_test with the world size from MPI, the split of large
-// collectives into several MPI calls, and MPI_CHECK's message.
+// starts it with -np 1 to 4): the closed forms of thread_communicator_test
+// with the world size from MPI, the split of large collectives into several
+// MPI calls, MPI_CHECK's message, the Work semantics (the call returns at
+// once, collectives run in issue order on the progress thread), and the
+// fingerprint channel.
+//
+// Run with --mismatch_rank=R or --skip_rank=R it instead checks a failure
+// path, which mpi_test.sh's abort mode expects to end the job with a message:
+//   --mismatch_rank=R  with a fingerprint channel, rank R broadcasts while
+//                      the others all-reduce: every rank fails naming both.
+//   --skip_rank=R      rank R skips a barrier: the watchdog ends the job
+//                      after the 2-second timeout, naming the barrier.
 #include "parallel/mpi_communicator.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parallel/mpi_check.h"
@@ -54,7 +66,7 @@ TEST_F(MpiCommunicatorTest, AllReduceSumAndAverageAreClosedForm) {
     for (int64_t count : kCounts) {
       std::vector<float> data(count);
       for (int64_t i = 0; i < count; ++i) data[i] = Value(rank_, i);
-      comm_.AllReduce(data.data(), count, op);
+      comm_.AllReduce(data.data(), count, op)->Wait();
       int64_t wrong = 0;
       for (int64_t i = 0; i < count; ++i) {
         float expected = n_ * (i * 0.5f) + n_ * (n_ - 1) / 2;
@@ -73,9 +85,9 @@ TEST_F(MpiCommunicatorTest, AllReduceIsBitwiseIdenticalAcrossRanks) {
     data[i] =
         std::sin(0.37f * i + 1.3f * rank_) * std::pow(10.0f, rank_ % 3 * 3);
   }
-  comm_.AllReduce(data.data(), count, ReduceOp::kSum);
+  comm_.AllReduce(data.data(), count, ReduceOp::kSum)->Wait();
   std::vector<float> everyone(n_ * count);
-  comm_.AllGather(data.data(), count, everyone.data());
+  comm_.AllGather(data.data(), count, everyone.data())->Wait();
   for (int r = 0; r < n_; ++r) {
     EXPECT_EQ(0, std::memcmp(everyone.data() + r * count, data.data(),
                              count * sizeof(float)))
@@ -88,7 +100,7 @@ TEST_F(MpiCommunicatorTest, BroadcastFromEveryRoot) {
     for (int root = 0; root < n_; ++root) {
       std::vector<float> data(count);
       for (int64_t i = 0; i < count; ++i) data[i] = 1000.0f * rank_ + i;
-      comm_.Broadcast(data.data(), count, root);
+      comm_.Broadcast(data.data(), count, root)->Wait();
       int64_t wrong = 0;
       for (int64_t i = 0; i < count; ++i)
         wrong += data[i] != 1000.0f * root + i;
@@ -107,7 +119,7 @@ void ExpectAllGather(MpiCommunicator& comm, int64_t count, bool in_place) {
     std::copy(send.begin(), send.end(), recv.begin() + comm.rank() * count);
     from = recv.data() + comm.rank() * count;
   }
-  comm.AllGather(from, count, recv.data());
+  comm.AllGather(from, count, recv.data())->Wait();
   int64_t wrong = 0;
   for (int r = 0; r < n; ++r) {
     for (int64_t i = 0; i < count; ++i)
@@ -131,7 +143,7 @@ TEST_F(MpiCommunicatorTest, LargeCollectivesAreSplit) {
        {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{20}, int64_t{1003}}) {
     std::vector<float> data(count);
     for (int64_t i = 0; i < count; ++i) data[i] = Value(rank_, i);
-    comm_.AllReduce(data.data(), count, ReduceOp::kSum);
+    comm_.AllReduce(data.data(), count, ReduceOp::kSum)->Wait();
     int64_t wrong = 0;
     for (int64_t i = 0; i < count; ++i) {
       wrong += data[i] != n_ * (i * 0.5f) + n_ * (n_ - 1) / 2;
@@ -139,7 +151,7 @@ TEST_F(MpiCommunicatorTest, LargeCollectivesAreSplit) {
     EXPECT_EQ(wrong, 0) << "all-reduce, count " << count;
 
     std::vector<float> b(count, float(rank_));
-    comm_.Broadcast(b.data(), count, n_ - 1);
+    comm_.Broadcast(b.data(), count, n_ - 1)->Wait();
     wrong = 0;
     for (float x : b) wrong += x != n_ - 1;
     EXPECT_EQ(wrong, 0) << "broadcast, count " << count;
@@ -150,7 +162,7 @@ TEST_F(MpiCommunicatorTest, LargeCollectivesAreSplit) {
 }
 
 TEST_F(MpiCommunicatorTest, BarrierIsReusable) {
-  for (int i = 0; i < 1000; ++i) comm_.Barrier();
+  for (int i = 0; i < 1000; ++i) comm_.Barrier()->Wait();
 }
 
 TEST_F(MpiCommunicatorTest, MpiCheckCarriesTheMpiError) {
@@ -172,7 +184,7 @@ TEST_F(MpiCommunicatorTest, MpiCheckCarriesTheMpiError) {
 TEST_F(MpiCommunicatorTest, RejectsBadRootBeforeCallingMpi) {
   float x = 0;
   try {
-    comm_.Broadcast(&x, 1, n_);
+    comm_.Broadcast(&x, 1, n_)->Wait();
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("root " + std::to_string(n_) +
@@ -180,6 +192,109 @@ TEST_F(MpiCommunicatorTest, RejectsBadRootBeforeCallingMpi) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The call returns at once and the exchange runs on the progress thread:
+// rank 0's all-reduce is still pending while the others have not issued it.
+TEST_F(MpiCommunicatorTest, WorkCompletesOnceEveryRankHasIssued) {
+  float x = rank_ + 1.0f;
+  if (rank_ != 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::shared_ptr<Work> work = comm_.AllReduce(&x, 1, ReduceOp::kSum);
+  if (rank_ == 0 && n_ > 1) {
+    EXPECT_FALSE(work->IsCompleted());
+    EXPECT_FALSE(work->ReadyForLanes());
+  }
+  work->Wait();
+  EXPECT_TRUE(work->IsCompleted());
+  EXPECT_TRUE(work->ReadyForLanes());
+  EXPECT_EQ(x, n_ * (n_ + 1) / 2);
+}
+
+TEST_F(MpiCommunicatorTest, QueuedCollectivesRunInIssueOrder) {
+  int64_t wrong = 0;
+  for (int step = 0; step < 50; ++step) {
+    const int64_t count = step % 13;
+    std::vector<float> data(count, float(rank_ + step));
+    std::vector<float> gathered(n_ * count);
+    std::vector<float> b(count, float(rank_));
+    std::vector<std::shared_ptr<Work>> works;
+    works.push_back(comm_.AllReduce(data.data(), count, ReduceOp::kSum));
+    // Reads what the all-reduce wrote: it runs after it.
+    works.push_back(comm_.AllGather(data.data(), count, gathered.data()));
+    works.push_back(comm_.Broadcast(b.data(), count, step % n_));
+    for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->Wait();
+    const float sum = n_ * step + n_ * (n_ - 1) / 2.0f;
+    for (float x : data) wrong += x != sum;
+    for (float x : gathered) wrong += x != sum;
+    for (float x : b) wrong += x != step % n_;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST_F(MpiCommunicatorTest, TimedWorkMeasuresTheCollective) {
+  std::vector<float> data(1000, 1.0f);
+  CollectiveOptions timed;
+  timed.timed = true;
+  std::shared_ptr<Work> work = comm_.AllReduce(data.data(), data.size(), ReduceOp::kSum, timed);
+  EXPECT_NE(work->started(), nullptr);
+  EXPECT_NE(work->finished(), nullptr);
+  if (work->started() != nullptr && work->finished() != nullptr) {
+    EXPECT_GE(work->finished()->ElapsedMsSince(*work->started()), 0.0);
+  }
+  work->Wait();
+  EXPECT_EQ(data[999], float(n_));
+}
+
+// With a channel (a second MpiCommunicator over the same ranks), the
+// preamble compares every collective before it runs: agreeing ranks pass,
+// and a mismatch throws on every rank from the call, naming both calls.
+TEST_F(MpiCommunicatorTest, FingerprintChannelCatchesMismatches) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE) {
+    // See Note [MPI thread levels]: a second communicator is refused.
+    std::string error;
+    try {
+      MpiCommunicator channel;
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("needs MPI_THREAD_MULTIPLE"), std::string::npos) << error;
+    return;
+  }
+  MpiCommunicator channel;
+  comm_.set_fingerprint_channel(&channel);
+  std::vector<float> data(10, 1.0f);
+  for (int i = 0; i < 20; ++i) comm_.AllReduce(data.data(), 1, ReduceOp::kSum)->Wait();
+  comm_.Barrier()->Wait();
+  if (n_ >= 2) {
+    std::string error;
+    try {
+      if (rank_ == n_ - 1) {
+        comm_.Broadcast(data.data(), 10, 0)->Wait();
+      } else {
+        comm_.AllReduce(data.data(), 10, ReduceOp::kSum)->Wait();
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    const std::string odd = "Broadcast #22 (40 bytes)";
+    const std::string even = "AllReduce #22 (40 bytes)";
+    EXPECT_NE(error.find("ranks called different collectives: rank " + std::to_string(rank_) +
+                         " called " + (rank_ == n_ - 1 ? odd : even)),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find(rank_ == n_ - 1 ? even : odd), std::string::npos) << error;
+  }
+  // Nothing ran, so both communicators go on in step.
+  comm_.set_fingerprint_channel(nullptr);
+  comm_.Barrier()->Wait();
+  channel.Barrier()->Wait();
+}
+
+TEST_F(MpiCommunicatorTest, RejectsANonPositiveTimeout) {
+  EXPECT_THROW(comm_.set_timeout(std::chrono::milliseconds(0)), Error);
+  EXPECT_NO_THROW(comm_.set_timeout(std::chrono::seconds(30)));
 }
 
 TEST(MpiRuntimeTest, ProvidesAtLeastSerializedThreads) {
@@ -192,8 +307,54 @@ TEST(MpiRuntimeTest, ProvidesAtLeastSerializedThreads) {
 }  // namespace
 }  // namespace tandem
 
+namespace tandem {
+
+// --skip_rank: rank `skip_rank` skips barrier #2 (and idles) while the
+// others enter it; the watchdog must end the job, naming the barrier.
+int SkipOnPurpose(int skip_rank) {
+  MpiCommunicator comm;
+  comm.set_timeout(std::chrono::seconds(2));
+  comm.Barrier()->Wait();  // #1, everyone
+  if (comm.rank() == skip_rank) {
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return 0;
+  }
+  comm.Barrier()->Wait();  // #2, skipped by skip_rank
+  return 0;  // unreachable when the watchdog works
+}
+
+// --mismatch_rank: with a fingerprint channel, rank `odd_rank` broadcasts
+// while the others all-reduce; every rank fails naming both calls, and ends
+// the job as the launcher does with a worker's error.
+int MismatchOnPurpose(int odd_rank) {
+  MpiCommunicator comm;
+  MpiCommunicator channel;
+  comm.set_fingerprint_channel(&channel);
+  std::vector<float> data(10, 1.f);
+  try {
+    if (comm.rank() == odd_rank) {
+      comm.Broadcast(data.data(), 10, 0)->Wait();
+    } else {
+      comm.AllReduce(data.data(), 10, ReduceOp::kSum)->Wait();
+    }
+  } catch (const Error& e) {
+    comm.Abort("rank " + std::to_string(comm.rank()) + " failed: " + e.what());
+  }
+  return 0;  // unreachable when the check works
+}
+
+}  // namespace tandem
+
 int main(int argc, char** argv) {
   tandem::MpiRuntime mpi(&argc, &argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--mismatch_rank=", 16) == 0) {
+      return tandem::MismatchOnPurpose(std::atoi(argv[i] + 16));
+    }
+    if (std::strncmp(argv[i], "--skip_rank=", 12) == 0) {
+      return tandem::SkipOnPurpose(std::atoi(argv[i] + 12));
+    }
+  }
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -20,7 +20,7 @@ namespace {
 
 LaunchOptions Mpi() {
   LaunchOptions options;
-  options.mode = "mpi";
+  options.mode = LaunchMode::kMpi;
   return options;
 }
 
@@ -39,7 +39,7 @@ TEST(MpiLauncherTest, RankAndSizeComeFromMpi) {
     EXPECT_EQ(w.is_root(), world_rank == 0);
     EXPECT_TRUE(w.device.is_cpu());
     float rank = w.rank;
-    w.comm.AllReduce(&rank, 1, ReduceOp::kSum);
+    w.comm.AllReduce(&rank, 1, ReduceOp::kSum)->Wait();
     EXPECT_EQ(rank, world_size * (world_size - 1) / 2);
   });
   EXPECT_EQ(calls, 1);
@@ -48,7 +48,7 @@ TEST(MpiLauncherTest, RankAndSizeComeFromMpi) {
 // main() holds the MpiRuntime, so Launch leaves MPI running between calls.
 TEST(MpiLauncherTest, LaunchesTwice) {
   for (int round = 0; round < 2; ++round) {
-    Launch(Mpi(), [](Worker& w) { w.comm.Barrier(); });
+    Launch(Mpi(), [](Worker& w) { w.comm.Barrier()->Wait(); });
   }
 }
 
@@ -57,7 +57,7 @@ TEST(MpiLauncherTest, LaunchesTwice) {
 int FailOnPurpose(int fail_rank) {
   Launch(Mpi(), [fail_rank](Worker& w) {
     if (w.rank == fail_rank) throw std::runtime_error("deliberate failure");
-    w.comm.Barrier();
+    w.comm.Barrier()->Wait();
   });
   return 0;  // unreachable when Launch works: mpirun should report failure
 }
@@ -69,12 +69,12 @@ int SkipOnPurpose(int skip_rank) {
   LaunchOptions options = Mpi();
   options.collective_timeout_s = 2.0;
   Launch(options, [skip_rank](Worker& w) {
-    w.comm.Barrier();  // #1, everyone
+    w.comm.Barrier()->Wait();  // #1, everyone
     if (w.rank == skip_rank) {
       std::this_thread::sleep_for(std::chrono::seconds(30));
       return;
     }
-    w.comm.Barrier();  // #2, skipped by skip_rank
+    w.comm.Barrier()->Wait();  // #2, skipped by skip_rank
   });
   return 0;  // unreachable when the watchdog works
 }
@@ -87,9 +87,9 @@ int MismatchOnPurpose(int odd_rank) {
   Launch(options, [odd_rank](Worker& w) {
     std::vector<float> data(10, 1.f);
     if (w.rank == odd_rank) {
-      w.comm.Broadcast(data.data(), 10, 0);
+      w.comm.Broadcast(data.data(), 10, 0)->Wait();
     } else {
-      w.comm.AllReduce(data.data(), 10, ReduceOp::kSum);
+      w.comm.AllReduce(data.data(), 10, ReduceOp::kSum)->Wait();
     }
   });
   return 0;  // unreachable when the check works

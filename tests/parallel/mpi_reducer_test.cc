@@ -27,7 +27,7 @@ TEST(MpiReducerTest, RanksEqualOneWorkerOnTheGlobalBatch) {
     EXPECT_LE(diff, 1e-5);
     // Every rank holds rank 0's parameters, bitwise.
     std::vector<float> root = params;
-    comm.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0);
+    comm.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0)->Wait();
     EXPECT_EQ(root, params);
   }
 }

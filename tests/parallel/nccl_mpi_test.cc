@@ -15,15 +15,21 @@
 
 #include "core/backend.h"
 #include "core/backend_registry.h"
-#include "core/cuda/cuda_backend.h"
-#include "core/cuda/event.h"
+#include "core/cuda/host_wait.h"
+#include "core/ops.h"
+#include "core/tensor.h"
 #include "parallel/launcher.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
-#include "tests/support/sanitizer.h"
+#include "tests/support/rank_values.h"
 
 namespace tandem {
 namespace {
+
+using testing::FirstN;
+using testing::Mismatches;
+using testing::OnDevice;
+using testing::RankValues;
 
 int WorldSize() {
   int size = 0;
@@ -42,86 +48,39 @@ int WorldRank() {
 std::string NeedGpuPerRank() {
   const int gpus = CudaDeviceCount();
   if (gpus >= WorldSize()) return "";
-  std::string why = "needs a GPU per rank: " + std::to_string(WorldSize()) +
-                    " ranks, " + std::to_string(gpus) + " GPU(s) visible";
+  std::string why = "needs a GPU per rank: " + std::to_string(WorldSize()) + " ranks, " +
+                    std::to_string(gpus) + " GPU(s) visible";
   if (gpus == 0) why += " (" + CudaUnavailableReason() + ")";
   return why;
 }
 
-#define SKIP_UNLESS_GPU_PER_RANK()                 \
-  do {                                             \
-    const std::string why = NeedGpuPerRank();      \
-    if (!why.empty()) GTEST_SKIP() << why;         \
+#define SKIP_UNLESS_GPU_PER_RANK()             \
+  do {                                         \
+    const std::string why = NeedGpuPerRank();  \
+    if (!why.empty()) GTEST_SKIP() << why;     \
   } while (0)
 
-void LaunchOnGpus(const std::function<void(Worker&)>& fn) {
+void LaunchOnGpus(const std::function<void(Worker&)>& fn, bool check_collectives = false) {
   LaunchOptions options;
-  options.mode = "mpi";
+  options.mode = LaunchMode::kMpi;
   options.device = "cuda";
+  options.check_collectives = check_collectives;
   Launch(options, fn);
-}
-
-// n floats of the worker's device memory.
-class DeviceBuffer {
- public:
-  DeviceBuffer(Worker& w, int64_t n)
-      : backend_(GetBackend(w.device)),
-        n_(n),
-        data_(static_cast<float*>(
-            backend_.allocator().Allocate(static_cast<size_t>(n) * 4))) {}
-  ~DeviceBuffer() {
-    backend_.allocator().Free(data_, static_cast<size_t>(n_) * 4);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  float* get() const { return data_; }
-  void Upload(const std::vector<float>& host) {
-    backend_.CopyHostToDevice(host.data(), data_, n_);
-  }
-  std::vector<float> Download(int64_t n) const {
-    std::vector<float> host(static_cast<size_t>(n_));
-    backend_.CopyDeviceToHost(data_, host.data(), n_);
-    host.resize(static_cast<size_t>(n));
-    return host;
-  }
-
- private:
-  Backend& backend_;
-  int64_t n_;
-  float* data_;
-};
-
-std::vector<float> RankValues(int rank, int64_t n) {
-  std::vector<float> values(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) values[i] = rank + i * 0.5f;
-  return values;
-}
-
-std::string Mismatches(const std::vector<float>& got,
-                       const std::function<float(int64_t)>& expected) {
-  int64_t bad = 0;
-  std::string first;
-  for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
-    if (got[i] == expected(i)) continue;
-    if (++bad <= 3) {
-      first += " [" + std::to_string(i) + "] " + std::to_string(got[i]) +
-               " != " + std::to_string(expected(i));
-    }
-  }
-  return bad == 0 ? "" : std::to_string(bad) + " wrong:" + first;
 }
 
 // Whether `mine` has the same bits as rank 0's, compared over MPI.
 bool SameBitsAsRankZero(const std::vector<float>& mine) {
   std::vector<float> root = mine;
-  MPI_Bcast(root.data(), static_cast<int>(root.size() * 4), MPI_BYTE, 0,
-            MPI_COMM_WORLD);
-  return root.empty() ||
-         std::memcmp(root.data(), mine.data(), root.size() * 4) == 0;
+  MPI_Bcast(root.data(), static_cast<int>(root.size() * 4), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return testing::SameBits(root, mine);
 }
 
 bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// sum over ranks of r + i/2 = N(N-1)/2 + N i/2, exact in fp32 here.
+float SumOverRanks(int n_ranks, int64_t i) {
+  return n_ranks * (n_ranks - 1) / 2 + n_ranks * (i * 0.5f);
+}
 
 const std::vector<int64_t> kCounts = {0, 1, 7, 1000, (int64_t{1} << 20) + 3};
 
@@ -152,23 +111,18 @@ TEST(NcclMpiTest, AllReduceSumAndAverageAreClosedForms) {
     const int n_ranks = w.size;
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
       for (int64_t n : kCounts) {
-        const int64_t m = std::max<int64_t>(n, 1);
-        DeviceBuffer data(w, m);
-        data.Upload(RankValues(w.rank, m));
-        w.device_comm->AllReduce(data.get(), n, op);
-        const std::vector<float> got = data.Download(n);
-        // sum over ranks of r + i/2 = N(N-1)/2 + N i/2, exact in fp32 here.
-        auto sum = [&](int64_t i) {
-          return n_ranks * (n_ranks - 1) / 2 + n_ranks * (i * 0.5f);
-        };
+        Tensor data = OnDevice(RankValues(w.rank, n), w.device);
+        w.device_comm->AllReduce(data.data(), n, op)->Wait();
+        const std::vector<float> got = FirstN(data, n);
         if (op == ReduceOp::kSum || IsPowerOfTwo(n_ranks)) {
           const float scale = op == ReduceOp::kSum ? 1.f : 1.f / n_ranks;
-          EXPECT_EQ(Mismatches(got, [&](int64_t i) { return sum(i) * scale; }),
+          EXPECT_EQ(Mismatches(got, [&](int64_t i) { return SumOverRanks(n_ranks, i) * scale; }),
                     "")
               << ToString(op) << ", count " << n << ", rank " << w.rank;
         } else {
           for (int64_t i = 0; i < n; ++i) {
-            ASSERT_NEAR(got[i], sum(i) / n_ranks, 1e-6f * (1.f + sum(i)))
+            const float sum = SumOverRanks(n_ranks, i);
+            ASSERT_NEAR(got[i], sum / n_ranks, 1e-6f * (1.f + sum))
                 << "average, count " << n << ", element " << i;
           }
         }
@@ -184,66 +138,96 @@ TEST(NcclMpiTest, BroadcastAllGatherAndBarrier) {
   LaunchOnGpus([](Worker& w) {
     const int n_ranks = w.size;
     for (int64_t n : kCounts) {
-      const int64_t m = std::max<int64_t>(n, 1);
       for (int root = 0; root < n_ranks; ++root) {
-        DeviceBuffer data(w, m);
-        data.Upload(RankValues(10 * w.rank, m));
-        w.device_comm->Broadcast(data.get(), n, root);
-        EXPECT_EQ(Mismatches(data.Download(n),
-                             [&](int64_t i) { return 10 * root + i * 0.5f; }),
+        Tensor data = OnDevice(RankValues(10 * w.rank, n), w.device);
+        w.device_comm->Broadcast(data.data(), n, root)->Wait();
+        EXPECT_EQ(Mismatches(FirstN(data, n), [&](int64_t i) { return 10 * root + i * 0.5f; }),
                   "")
-            << "Broadcast from " << root << ", count " << n << ", rank "
-            << w.rank;
+            << "Broadcast from " << root << ", count " << n << ", rank " << w.rank;
       }
-      DeviceBuffer send(w, m), recv(w, n_ranks * m);
-      send.Upload(RankValues(100 * (w.rank + 1), m));
-      w.device_comm->AllGather(send.get(), n, recv.get());
-      EXPECT_EQ(Mismatches(recv.Download(n_ranks * n),
-                           [&](int64_t i) {
-                             return 100 * (i / n + 1) + (i % n) * 0.5f;
-                           }),
+      Tensor send = OnDevice(RankValues(100 * (w.rank + 1), n), w.device);
+      Tensor recv = OnDevice(std::vector<float>(static_cast<size_t>(n_ranks * n), -1.f),
+                             w.device);
+      w.device_comm->AllGather(send.data(), n, recv.data())->Wait();
+      EXPECT_EQ(Mismatches(FirstN(recv, n_ranks * n),
+                           [&](int64_t i) { return 100 * (i / n + 1) + (i % n) * 0.5f; }),
                 "")
           << "AllGather, count " << n << ", rank " << w.rank;
     }
-    w.device_comm->Barrier();
+    w.device_comm->Barrier()->Wait();
   });
 }
 
-TEST(NcclMpiTest, QueuedAllReduceIsOrderedAgainstCompute) {
+// The hot path: the all-reduce follows the lane that wrote its input (busy
+// with GEMMs before the copy), the main lane follows its Work, and the host
+// does not wait for either.
+TEST(NcclMpiTest, QueuedAllReduceIsOrderedAgainstComputeWithoutHostWaits) {
   SKIP_UNLESS_GPU_PER_RANK();
   LaunchOnGpus([](Worker& w) {
     constexpr int64_t kN = int64_t{1} << 20;
-    // Keeps the compute stream busy, ~30 ms (less under compute-sanitizer).
-    const int64_t kM = testing::BusyGemmSide();
     Backend& backend = GetBackend(w.device);
-    auto* nccl = dynamic_cast<NcclCommunicator*>(w.device_comm);
-    ASSERT_NE(nccl, nullptr);
-    DeviceBuffer data(w, kN), staged(w, kN), a(w, kM * kM), c(w, kM * kM);
-    staged.Upload(RankValues(w.rank, kN));
-    backend.Fill(0.f, data.get(), kN);
-    backend.Fill(1e-3f, a.get(), kM * kM);
+    const Lane main = backend.main_lane();
+    const Lane side = backend.side_lane();
+    Tensor staged = OnDevice(RankValues(w.rank, kN), w.device);
+    Tensor data = Tensor::Zeros({kN}, w.device);
     backend.Synchronize();
-    for (int i = 0; i < 10; ++i) {
-      backend.Gemm(false, false, kM, kM, kM, 1.f, a.get(), a.get(), 0.f,
-                   c.get());
-    }
-    backend.CopyDeviceToDevice(staged.get(), data.get(), kN);
-    const cudaStream_t compute = cuda::ComputeStream(w.device.index);
-    cuda::Event ready;
-    cuda::StreamWaitFor(nccl->stream(), compute, ready);
-    nccl->AllReduceOnStream(data.get(), kN, ReduceOp::kSum, nccl->stream());
-    cuda::StreamWaitFor(compute, nccl->stream(), ready);
-    const std::vector<float> got = data.Download(kN);
-    const int n_ranks = w.size;
-    EXPECT_EQ(Mismatches(got,
-                         [&](int64_t i) {
-                           return n_ranks * (n_ranks - 1) / 2 +
-                                  n_ranks * (i * 0.5f);
-                         }),
-              "")
+    const int64_t before = cuda::HostWaitCount();  // one process per rank
+    testing::KeepBusy(side, w.device);
+    data.CopyFrom(staged, side);  // queued last
+    std::shared_ptr<Work> work =
+        w.device_comm->AllReduce(data.data(), kN, ReduceOp::kSum, CollectiveOptions{{side}});
+    work->WaitOn(main);
+    EXPECT_EQ(cuda::HostWaitCount(), before) << "queueing made the host wait";
+    const std::vector<float> got = data.ToVector();
+    EXPECT_EQ(Mismatches(got, [&](int64_t i) { return SumOverRanks(w.size, i); }), "")
         << "rank " << w.rank;
     EXPECT_TRUE(SameBitsAsRankZero(got));
   });
+}
+
+// More ranks on a node than GPUs: every rank fails alike, naming the flags,
+// before NCCL refuses two ranks on one GPU or MPI_Abort ends the job.
+TEST(NcclMpiTest, FewerGpusThanRanksFailsOnEveryRankNamingTheFlags) {
+  const int gpus = CudaDeviceCount();
+  if (gpus == 0 || gpus >= WorldSize()) {
+    GTEST_SKIP() << "needs at least one GPU but fewer than the " << WorldSize()
+                 << " ranks, found " << gpus;
+  }
+  std::string error;
+  try {
+    LaunchOnGpus([](Worker&) {});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("--mode=mpi --device=cuda puts each rank on a GPU of its own, but " +
+                       std::to_string(WorldSize() - gpus) + " rank(s) have none"),
+            std::string::npos)
+      << error;
+}
+
+// With fingerprints on (the host communicator carries the NCCL ones), a rank
+// that issues another collective fails every rank, naming both calls.
+TEST(NcclMpiTest, MismatchedCollectivesFailWithFingerprintsOn) {
+  SKIP_UNLESS_GPU_PER_RANK();
+  if (WorldSize() < 2) GTEST_SKIP() << "needs 2 ranks to disagree, running " << WorldSize();
+  std::string error;
+  // The launcher would end the job on a worker's failure (MPI cannot wake
+  // a rank blocked in a collective), so the worker catches it itself: the
+  // fingerprint exchange already failed on every rank.
+  LaunchOnGpus(
+      [&](Worker& w) {
+        Tensor data = OnDevice(RankValues(w.rank, 1000), w.device);
+        try {
+          w.device_comm->AllReduce(data.data(), w.rank == 0 ? 1000 : 500, ReduceOp::kSum)
+              ->Wait();
+        } catch (const Error& e) {
+          error = e.what();
+        }
+      },
+      /*check_collectives=*/true);
+  EXPECT_NE(error.find("ranks called different collectives"), std::string::npos) << error;
+  EXPECT_NE(error.find("called AllReduce #1 (4000 bytes)"), std::string::npos) << error;
+  EXPECT_NE(error.find("called AllReduce #1 (2000 bytes)"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 // The pipeline on GPUs (tagged "gpu"): two stages on cuda:0 and cuda:1 train
-// like one device, the step never blocks the host, stages may share a GPU,
-// and stage replicas all-reduce through NCCL. Also the probe the cross-device
-// hand-off relies on: a stream of one GPU waiting on a plain
-// (cudaEventDisableTiming) event recorded on another GPU's stream, in one
-// process, is ordered after that GPU's work. Tests that need more GPUs than
-// are visible skip, saying why; the error test runs everywhere.
-#include <cuda_runtime_api.h>
+// like one device, the step never blocks the host, stages may share a GPU or
+// sit on the CPU beside a GPU, stage replicas all-reduce through device
+// communicators, and busy time comes from device timing events. Also the
+// probe the cross-device hand-off relies on, through the same Backend calls
+// the pipeline makes: a lane of one GPU waiting on an ordering event recorded
+// on another GPU's lane, in one process, is ordered after that GPU's work.
+// Tests that need more GPUs than are visible skip, saying why; the error
+// test runs everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -16,11 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/backend_registry.h"
-#include "core/cuda/cuda_backend.h"
-#include "core/cuda/cuda_check.h"
-#include "core/cuda/device_guard.h"
-#include "core/cuda/event.h"
 #include "core/cuda/host_wait.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -141,43 +140,37 @@ GpuRun TrainOnDevices(const TrainSetup& setup, int stages, int micro,
   return run;
 }
 
-// The property Note [Cross-device hand-off] in parallel/pipeline.cc rests on,
-// checked both ways: GPU `dst` waits on a plain event recorded on GPU `src`
-// after ~0.1 s of GEMMs, then copies src's result; the copy must see the
-// finished result, not the -1 the buffer held before.
-TEST(PipelineGpuTest, CrossDeviceEventOrdersAnotherGpusStream) {
+// The property Note [Cross-device hand-off] in parallel/pipeline_handoff.cc
+// rests on, checked both ways with the Backend calls the hand-off makes: GPU
+// `dst`'s main lane waits on an ordering event recorded on GPU `src`'s main
+// lane after ~0.1 s of GEMMs, then copies src's result (CopyFromPeer); the
+// copy must see the finished result, not the -1 the buffer held before.
+TEST(PipelineGpuTest, CrossDeviceEventOrdersAnotherGpusLane) {
   REQUIRE_GPUS(2);
   // Smaller under compute-sanitizer; still pending when waited on, which the
   // test checks.
   const int64_t n = testing::BusyGemmSide();
   for (auto [src, dst] : {std::pair<int, int>{0, 1}, {1, 0}}) {
     const Device from = Device::Cuda(src), to = Device::Cuda(dst);
+    Backend& producer = GetBackend(from);
+    Backend& receiver = GetBackend(to);
+    receiver.EnablePeerAccess(from);
     Tensor a = Tensor::Full({n, n}, 1.f, from);
     Tensor b = Tensor::Full({n, n}, 1.f, from);
     Tensor c = Tensor::Full({n, n}, -1.f, from);
     Tensor out = Tensor::Full({n, n}, -2.f, to);
-    GetBackend(from).Synchronize();
-    GetBackend(to).Synchronize();
+    producer.Synchronize();
+    receiver.Synchronize();
     // 40 GEMMs of n^3 (n = 4096: ~5.5 TFLOP, ~0.1 s at 51 TFLOP/s): c = n
     // everywhere, exactly (sums of ones, exact in fp32 for n up to 2^24).
-    for (int i = 0; i < 40; ++i) ops::Gemm(a, false, b, false, c);
-    cuda::Event ready = [&] {
-      cuda::DeviceGuard guard(src);
-      return cuda::Event();  // cudaEventDisableTiming only
-    }();
-    bool finished_before_wait;
-    {
-      cuda::DeviceGuard guard(src);
-      ready.Record(cuda::ComputeStream(src));
-      finished_before_wait = ready.Query();
-    }
-    {
-      cuda::DeviceGuard guard(dst);
-      CUDA_CHECK(cudaStreamWaitEvent(cuda::ComputeStream(dst), ready.get(), 0));
-      CUDA_CHECK(cudaMemcpyPeerAsync(out.data(), dst, c.data(), src,
-                                     n * n * sizeof(float), cuda::ComputeStream(dst)));
-    }
-    const std::vector<float> host = out.ToVector();  // waits for dst's stream only
+    const Lane src_lane = producer.main_lane(), dst_lane = receiver.main_lane();
+    for (int i = 0; i < 40; ++i) ops::Gemm(src_lane, a, false, b, false, c);
+    std::unique_ptr<LaneEvent> ready = producer.NewEvent(/*timing=*/false);
+    producer.Record(*ready, src_lane);
+    const bool finished_before_wait = ready->Query();
+    receiver.Wait(dst_lane, *ready);
+    receiver.CopyFromPeer(dst_lane, out.data(), from, c.data(), n * n * sizeof(float));
+    const std::vector<float> host = out.ToVector();  // waits for dst's main lane only
     const int64_t wrong = std::count_if(host.begin(), host.end(),
                                         [&](float v) { return v != static_cast<float>(n); });
     std::cout << "cuda:" << dst << " waited on an event of cuda:" << src
@@ -229,8 +222,9 @@ TEST(PipelineGpuTest, StagesSharingOneGpu) {
   EXPECT_EQ(run.host_waits_in_steps, 0);
 }
 
-// Stage replicas all-reduce through NCCL (one GPU per replica of a stage).
-TEST(PipelineGpuTest, ReplicasAllReduceThroughNccl) {
+// Stage replicas all-reduce through device communicators (one GPU per
+// replica of a stage).
+TEST(PipelineGpuTest, ReplicasAllReduceThroughDeviceCommunicators) {
   REQUIRE_GPUS(2);
   TrainSetup setup;
   const std::vector<float> reference = TrainReference(setup);
@@ -241,7 +235,7 @@ TEST(PipelineGpuTest, ReplicasAllReduceThroughNccl) {
 
 // Two stages times two replicas: on four GPUs one device each; on two GPUs
 // each replica's stages share its GPU, and each stage's replicas still
-// all-reduce across the two GPUs through NCCL (one communicator per stage).
+// all-reduce across the two GPUs (one device group per stage).
 TEST(PipelineGpuTest, TwoStagesTimesTwoReplicas) {
   REQUIRE_GPUS(2);
   TrainSetup setup;
@@ -253,6 +247,57 @@ TEST(PipelineGpuTest, TwoStagesTimesTwoReplicas) {
   const GpuRun run = TrainOnDevices(setup, 2, 2, devices);
   EXPECT_LE(MaxRelativeDifference(run.params[0], reference), kTolerance);
   EXPECT_EQ(run.params[1], run.params[0]) << "replica 1 diverged from replica 0";
+}
+
+// A CPU stage beside a GPU stage: hand-offs cross device kinds through
+// Tensor::To (with host waits, which this placement accepts) and train the
+// same model.
+TEST(PipelineGpuTest, CpuStageBesideGpuStage) {
+  REQUIRE_GPUS(1);
+  TrainSetup setup;
+  const std::vector<float> reference = TrainReference(setup);
+  for (const std::vector<Device>& devices :
+       {std::vector<Device>{Device::Cpu(), Device::Cuda(0)},
+        std::vector<Device>{Device::Cuda(0), Device::Cpu()}}) {
+    const GpuRun run = TrainOnDevices(setup, 2, 3, devices);
+    EXPECT_LE(MaxRelativeDifference(run.params[0], reference), kTolerance)
+        << devices[0] << " | " << devices[1];
+  }
+}
+
+// Busy time on a GPU comes from timing events on each stage's main lane:
+// positive, and no more than the step's wall time up to the device being
+// idle again (the two stages share cuda:0's main lane, so each stage's
+// intervals may include work the other queued between its events, but
+// never more than the step).
+TEST(PipelineGpuTest, RecordsBusyTimeWithDeviceEvents) {
+  REQUIRE_GPUS(1);
+  TrainSetup setup;
+  setup.sizes = {512, 2048, 2048, 2048, 10};
+  setup.batch = 1024;
+  PipelineOptions options;
+  options.micro_batches = 4;
+  options.devices = {Device::Cuda(0), Device::Cuda(0)};
+  options.optimizer = Config();
+  options.record_timing = true;
+  Pipeline pipeline(MakeModel(setup, 1), options);
+  auto [x, y] = Batch(setup, 0);
+  x = x.To(Device::Cuda(0));
+  y = y.To(Device::Cuda(0));
+  pipeline.Step(x, y);  // warm-up: cuBLAS plans, allocator blocks
+  GetBackend(Device::Cuda(0)).Synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  pipeline.Step(x, y);
+  GetBackend(Device::Cuda(0)).Synchronize();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<double> busy = pipeline.LastBusySeconds();
+  ASSERT_EQ(busy.size(), 2u);
+  std::cout << "busy " << busy[0] << " s, " << busy[1] << " s of " << wall << " s\n";
+  for (double b : busy) {
+    EXPECT_GT(b, 0.0);
+    EXPECT_LE(b, wall);
+  }
 }
 
 // Runs without a GPU, so the suite never passes on skips alone.

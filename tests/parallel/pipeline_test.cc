@@ -1,7 +1,9 @@
 // The pipeline on CPU threads: GPipe training equals single-device training
 // on the whole batch (2 and 3 stages, 1 to 5 micro-batches, uneven ones
 // included), composed with data parallelism too; runs are bitwise
-// reproducible; a failing stage stops the step instead of hanging it.
+// reproducible; stages ask for input gradients per call; a failing stage
+// stops the step instead of hanging it; busy time comes from the CPU
+// backend's host-clock events, the code path GPUs use with device events.
 #include "parallel/pipeline.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +21,8 @@
 #include "core/backend_registry.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "layers/layer.h"
+#include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
@@ -177,16 +181,82 @@ TEST(PipelineTest, ExplicitBoundaries) {
   EXPECT_LE(MaxRelativeDifference(result.params[0], reference.params[0]), 1e-5);
 }
 
-// A later stage's first layer must return its input gradient (the previous
-// stage needs it) even if the model told it not to, as a model's first layer
-// is told (Layer::SetNeedsInputGrad): the pipeline turns it back on.
-TEST(PipelineTest, LaterStagesComputeTheirInputGradient) {
+// Records what each backward call asked of it; the identity otherwise.
+class ProbeLayer final : public Layer {
+ public:
+  explicit ProbeLayer(std::string name) : name_(std::move(name)) {}
+  Tensor Forward(const Tensor& x) override { return x; }
+  Tensor Backward(const Tensor& dy) override {
+    ++simple_calls;
+    return dy;
+  }
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override {
+    input_grad_asked.push_back(args.input_grad);
+    return args.input_grad ? dy : Tensor();
+  }
+  std::string Name() const override { return name_; }
+
+  std::vector<bool> input_grad_asked;  // per BackwardWith call
+  int simple_calls = 0;
+
+ private:
+  std::string name_;
+};
+
+// p0 fc1 | p1 fc2 fc3: a probe first in each of two stages.
+std::unique_ptr<Sequential> ProbedModel(uint64_t seed) {
+  Rng rng(seed);
+  auto model = std::make_unique<Sequential>("probed");
+  model->Emplace<ProbeLayer>("p0");
+  model->Emplace<Linear>("fc1", 6, 16, rng, LinearOptions{Activation::kTanh});
+  model->Emplace<ProbeLayer>("p1");
+  model->Emplace<Linear>("fc2", 16, 12, rng, LinearOptions{Activation::kTanh});
+  model->Emplace<Linear>("fc3", 12, 3, rng);
+  return model;
+}
+
+// Whether a stage's first layer computes its input gradient is asked per
+// call (BackwardArgs::input_grad): never for the first stage, whose input is
+// data, always for later stages, whose input gradient the stage before
+// needs. The training result is unchanged.
+TEST(PipelineTest, InputGradientIsAskedPerStage) {
   TrainSetup setup;
-  const Result reference = TrainSingleDevice(setup);
-  const Result result = TrainPipeline(setup, 2, 3, 1, {2}, [](Sequential& model) {
-    model.layer(2).SetNeedsInputGrad(false);
-  });
-  EXPECT_LE(MaxRelativeDifference(result.params[0], reference.params[0]), 1e-5);
+  auto reference_model = ProbedModel(100);
+  auto reference_optimizer = MakeOptimizer(Config(setup), reference_model->Parameters());
+  SoftmaxCrossEntropyLoss loss;
+  for (int replicas : {1, 2}) {
+    std::vector<std::unique_ptr<Sequential>> models;
+    for (int r = 0; r < replicas; ++r) models.push_back(ProbedModel(100 + r));
+    auto& p0 = static_cast<ProbeLayer&>(models[0]->layer(0));
+    auto& p1 = static_cast<ProbeLayer&>(models[0]->layer(2));
+    PipelineOptions options;
+    options.stages = 2;
+    options.micro_batches = 3;
+    options.boundaries = {2};
+    options.optimizer = Config(setup);
+    Pipeline pipeline(std::move(models), options);
+    for (int step = 0; step < setup.steps; ++step) {
+      auto [x, y] = Batch(setup, step);
+      pipeline.Step(x, y);
+      // The single-device reference, trained once (in the first pass) and
+      // compared with both: replica 0's parameters are broadcast, so the
+      // replicated run trains the same model.
+      if (replicas == 1) {
+        reference_optimizer->ZeroGrad();
+        loss.Forward(reference_model->Forward(x), y);
+        reference_model->Backward(loss.Backward());
+        reference_optimizer->Step();
+      }
+    }
+    const size_t calls = static_cast<size_t>(setup.steps) * options.micro_batches;
+    EXPECT_EQ(p0.input_grad_asked, std::vector<bool>(calls, false)) << "replicas=" << replicas;
+    EXPECT_EQ(p1.input_grad_asked, std::vector<bool>(calls, true)) << "replicas=" << replicas;
+    EXPECT_EQ(p0.simple_calls + p1.simple_calls, 0);
+    EXPECT_LE(MaxRelativeDifference(Flatten(pipeline.Parameters(0)),
+                                    Flatten(reference_model->Parameters())),
+              1e-5)
+        << "replicas=" << replicas;
+  }
 }
 
 // Note [Recompute]: Dropout's mask counter is rewound for the recomputed
@@ -301,6 +371,12 @@ TEST(PipelineTest, ClearErrors) {
     options.devices = {Device::Cpu(), Device::Cuda(7)};
     expect_error(options, "stage 1 of replica 0 is on cuda:7 but");
   }
+  // A failure while the stages set up fails the constructor, naming the
+  // stage.
+  options.devices = {};
+  options.make_loss = [] { return std::unique_ptr<Loss>(); };
+  expect_error(options, "pipeline stage 1 of replica 0 (cpu) failed: "
+                        "pipeline: PipelineOptions::make_loss returned null");
 
   // Every micro-batch needs an example.
   PipelineOptions ok;
@@ -338,6 +414,28 @@ TEST(PipelineTest, RecordsBusyTimePerStage) {
     EXPECT_LE(b, wall);
   }
   std::cout << "busy " << busy[0] << " s, " << busy[1] << " s of " << wall << " s\n";
+  try {
+    pipeline.LastBusySeconds(1);
+    ADD_FAILURE() << "busy time of replica 1 of 1 did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("replica 1, but there are 1"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PipelineTest, BusyTimeNeedsRecordTiming) {
+  TrainSetup setup;
+  Pipeline pipeline(MakeModel(setup, 1), PipelineOptions());
+  auto [x, y] = Batch(setup, 0);
+  pipeline.Step(x, y);
+  try {
+    pipeline.LastBusySeconds();
+    ADD_FAILURE() << "LastBusySeconds without record_timing did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs PipelineOptions::record_timing"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -118,13 +119,22 @@ TEST(ReducerTest, PerBucketUpdateNeedsTheModelsOptimizer) {
   Reducer reducer(*model, group.communicator(0));
   Sgd wrong(other->Parameters(), SgdParams{});
   try {
-    reducer.set_optimizer(&wrong);
+    reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(wrong));
     FAIL() << "no error for an optimizer over another model's parameters";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("does not hold parameter"), std::string::npos)
         << e.what();
   }
-  EXPECT_FALSE(wrong.updates_handed_off());
+  std::vector<Parameter> some = model->Parameters();
+  some.pop_back();
+  Sgd partial(some, SgdParams{});
+  try {
+    reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(partial));
+    FAIL() << "no error for an optimizer over part of the model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not hold parameter"), std::string::npos)
+        << e.what();
+  }
   ReducerOptions negative;
   negative.gemm_reserve = -1;
   try {
@@ -134,10 +144,7 @@ TEST(ReducerTest, PerBucketUpdateNeedsTheModelsOptimizer) {
     EXPECT_NE(std::string(e.what()).find("gemm_reserve is -1"), std::string::npos) << e.what();
   }
   Sgd right(model->Parameters(), SgdParams{});
-  reducer.set_optimizer(&right);
-  EXPECT_TRUE(right.updates_handed_off());
-  reducer.set_optimizer(nullptr);
-  EXPECT_FALSE(right.updates_handed_off());
+  EXPECT_NO_THROW(reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(right)));
 }
 
 TEST(ReducerTest, BucketsFollowReverseLayerOrder) {
@@ -168,71 +175,71 @@ TEST(ReducerTest, BucketsFollowReverseLayerOrder) {
   EXPECT_EQ(one_bucket.bucket_elements(0), 4 * 3 + 3 + 3 * 2 + 2);
 }
 
+// A layer with one parameter that records which lane it was given for its
+// parameter work ("main": gradients first; "side": beside the input
+// gradient) and says when its gradient is queued.
+class LaneProbe : public Layer {
+ public:
+  LaneProbe(std::string name, std::vector<std::string>& seen)
+      : name_(std::move(name)), seen_(seen) {}
+  Tensor Forward(const Tensor& x) override { return x; }
+  Tensor Backward(const Tensor& dy) override { return dy; }
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override {
+    seen_.push_back(name_ + ":" + args.param_lane.name());
+    if (args.on_params_ready) args.on_params_ready();
+    return dy;
+  }
+  std::vector<Parameter> Parameters() override { return {{name_ + ".w", &w_, &dw_}}; }
+  std::string Name() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::vector<std::string>& seen_;
+  Tensor w_ = Tensor::Zeros({1}), dw_ = Tensor::Zeros({1});
+};
+
 // ReducerOptions::gradients_first_layers: the first N layers with parameters
-// get the hint, layers without are skipped, and the reducer takes it back
-// when it goes. One rank, or no overlap, needs no hint.
+// get their parameter work on the main lane; layers without parameters are
+// skipped. One rank, or no overlap, needs none of it. It is per call: the
+// model keeps no mode.
 TEST(ReducerTest, GradientsFirstGoesToTheLayersNearestTheInput) {
-  auto hinted = [](int ranks, ReducerOptions options) {
+  auto first = [](int ranks, ReducerOptions options) {
     ThreadGroup group(ranks);
-    std::vector<std::string> during(ranks), after(ranks);
+    std::vector<std::string> result(ranks);
     std::vector<std::thread> threads;
     for (int r = 0; r < ranks; ++r) {
       threads.emplace_back([&, r] {
-        Rng rng(2);
+        std::vector<std::string> seen;
         Sequential model("net");
         model.Add(MakeTanh("act0"));
-        model.Emplace<Linear>("fc1", 3, 3, rng);
+        model.Emplace<LaneProbe>("p1", seen);
         model.Add(MakeTanh("act1"));
-        model.Emplace<Linear>("fc2", 3, 3, rng);
-        model.Emplace<Linear>("fc3", 3, 2, rng);
-        auto names = [&] {
-          std::string s;
-          for (size_t i = 0; i < model.size(); ++i) {
-            if (model.layer(i).gradients_first()) s += model.layer(i).Name() + " ";
-          }
-          return s;
-        };
-        {
-          Reducer reducer(model, group.communicator(r), options);
-          during[r] = names();
+        model.Emplace<LaneProbe>("p2", seen);
+        model.Emplace<LaneProbe>("p3", seen);
+        Reducer reducer(model, group.communicator(r), options);
+        model.Forward(Tensor::Zeros({1, 1}));
+        reducer.Backward(Tensor::Zeros({1, 1}));
+        for (const std::string& s : seen) {
+          if (s.find(":main") != std::string::npos) result[r] += s.substr(0, 2) + " ";
         }
-        after[r] = names();
       });
     }
     for (std::thread& t : threads) t.join();
-    for (int r = 0; r < ranks; ++r) EXPECT_EQ(after[r], "") << "rank " << r;
-    return during[0];
+    return result[0];
   };
   ReducerOptions options;
   EXPECT_EQ(options.gradients_first_layers, 2);
-  EXPECT_EQ(hinted(2, options), "fc1 fc2 ");
+  EXPECT_EQ(first(2, options), "p2 p1 ");
   options.gradients_first_layers = 1;
-  EXPECT_EQ(hinted(2, options), "fc1 ");
+  EXPECT_EQ(first(2, options), "p1 ");
   options.gradients_first_layers = 9;
-  EXPECT_EQ(hinted(2, options), "fc1 fc2 fc3 ");
+  EXPECT_EQ(first(2, options), "p3 p2 p1 ");
   options.gradients_first_layers = 0;
-  EXPECT_EQ(hinted(2, options), "");
+  EXPECT_EQ(first(2, options), "");
   options.gradients_first_layers = 2;
-  EXPECT_EQ(hinted(1, options), "");
+  EXPECT_EQ(first(1, options), "");
   options.overlap = false;
-  EXPECT_EQ(hinted(2, options), "");
-  // A hint the model already had stays after the reducer goes.
-  {
-    ThreadGroup group(2);
-    std::vector<std::thread> threads;
-    std::vector<int> kept(2, 0);
-    for (int r = 0; r < 2; ++r) {
-      threads.emplace_back([&, r] {
-        Rng rng(2);
-        auto model = Mlp({3, 3, 3, 2}, Activation::kRelu, rng);
-        model->layer(0).SetGradientsFirst(true);
-        { Reducer reducer(*model, group.communicator(r), ReducerOptions()); }
-        kept[r] = model->layer(0).gradients_first() && !model->layer(1).gradients_first();
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    EXPECT_EQ(kept, (std::vector<int>{1, 1}));
-  }
+  EXPECT_EQ(first(2, options), "");
   options.gradients_first_layers = -1;
   ThreadGroup one(1);
   Rng rng(0);
@@ -240,23 +247,28 @@ TEST(ReducerTest, GradientsFirstGoesToTheLayersNearestTheInput) {
   EXPECT_THROW(Reducer(*model, one.communicator(0), options), Error);
 }
 
-// Fused SGD keeps no gradients, so there is nothing to all-reduce: two
-// workers get an error naming the way out, one worker trains as usual.
-TEST(ReducerTest, FusedSgdWithSeveralWorkersIsAnError) {
+// SGD inside Backward keeps no gradients, so there is nothing to reduce:
+// two workers get an error naming the way out, one worker trains as usual.
+TEST(ReducerTest, UpdateInBackwardWithSeveralWorkersIsAnError) {
+  auto step = [](Communicator& comm) {
+    Rng rng(1);
+    auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
+    Sgd sgd(model->Parameters(), SgdParams{0.1f});
+    Reducer reducer(*model, comm, ReducerOptions());
+    MseLoss loss;
+    loss.Forward(model->Forward(Tensor::Full({2, 4}, 0.5f)), Tensor::Zeros({2, 2}));
+    BackwardArgs args = BackwardArgs::For(Device::Cpu());
+    args.update = sgd.in_backward();
+    reducer.BackwardWith(loss.Backward(), args);
+    sgd.Step();
+  };
   ThreadGroup group(2);
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      Rng rng(1);
-      auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
-      Sgd sgd(model->Parameters(), SgdParams{0.1f});
-      ASSERT_TRUE(sgd.FuseIntoBackward(*model));
-      Reducer reducer(*model, group.communicator(r), ReducerOptions());
-      MseLoss loss;
-      loss.Forward(model->Forward(Tensor::Full({2, 4}, 0.5f)), Tensor::Zeros({2, 2}));
       try {
-        reducer.Backward(loss.Backward());
+        step(group.communicator(r));
       } catch (const Error& e) {
         errors[r] = e.what();
       }
@@ -264,18 +276,10 @@ TEST(ReducerTest, FusedSgdWithSeveralWorkersIsAnError) {
   }
   for (std::thread& t : threads) t.join();
   for (const std::string& e : errors) {
-    EXPECT_NE(e.find("applies SGD inside Backward (Sgd::FuseIntoBackward)"), std::string::npos)
-        << e;
+    EXPECT_NE(e.find("register an OptimizerUpdateHook"), std::string::npos) << e;
   }
   ThreadGroup one(1);
-  Rng rng(1);
-  auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
-  Sgd sgd(model->Parameters(), SgdParams{0.1f});
-  ASSERT_TRUE(sgd.FuseIntoBackward(*model));
-  Reducer reducer(*model, one.communicator(0), ReducerOptions());
-  MseLoss loss;
-  loss.Forward(model->Forward(Tensor::Full({2, 4}, 0.5f)), Tensor::Zeros({2, 2}));
-  EXPECT_NO_THROW(reducer.Backward(loss.Backward()));
+  EXPECT_NO_THROW(step(one.communicator(0)));
 }
 
 // Timestamps, not sleeps: with overlap on, the first bucket's all-reduce
@@ -329,34 +333,24 @@ TEST(ReducerTest, AllReduceOverlapsBackward) {
   }
 }
 
-// A stream-ordered communicator on the CPU: a ThreadCommunicator that says
-// it queues, and writes down what the reducer asks of it.
-class LoggingQueuedComm : public Communicator {
+// A communicator that writes down the all-reduces it is asked for, then
+// has `inner` run them.
+class LoggingComm : public Communicator {
  public:
-  LoggingQueuedComm(Communicator& inner, std::vector<std::string>& log)
+  LoggingComm(Communicator& inner, std::vector<std::string>& log)
       : inner_(inner), log_(log) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  void AllReduce(float* data, int64_t count, ReduceOp op) override {
-    inner_.AllReduce(data, count, op);
-  }
-  void Broadcast(float* data, int64_t count, int root) override {
-    inner_.Broadcast(data, count, root);
-  }
-  void Barrier() override { inner_.Barrier(); }
-  void AllGather(const float* send, int64_t count, float* recv) override {
-    inner_.AllGather(send, count, recv);
-  }
   std::string Describe() const override { return "logging " + inner_.Describe(); }
   void Abort(const std::string& reason) override { inner_.Abort(reason); }
-  bool supports_queued() const override { return true; }
-  void QueueAllReduce(float* data, int64_t count, ReduceOp op) override {
-    log_.push_back("all-reduce " + std::to_string(count));
-    inner_.AllReduce(data, count, op);
-  }
-  void RunQueued(const std::function<void()>& work) override {
-    log_.push_back("update");
-    work();
+
+ protected:
+  std::shared_ptr<Work> Start(const Collective& c) override {
+    if (std::string(c.kind) == "AllReduce") {
+      log_.push_back("all-reduce " + std::to_string(c.count));
+      return inner_.AllReduce(c.data, c.count, c.op);
+    }
+    return inner_.Broadcast(c.data, c.count, c.root);
   }
 
  private:
@@ -364,8 +358,23 @@ class LoggingQueuedComm : public Communicator {
   std::vector<std::string>& log_;
 };
 
+// The per-bucket update hook, logging each update.
+class LoggingUpdateHook : public OptimizerUpdateHook {
+ public:
+  LoggingUpdateHook(Optimizer& optimizer, std::vector<std::string>& log)
+      : OptimizerUpdateHook(optimizer), log_(log) {}
+  void AfterReduce(const GradBucket& bucket, Work& work,
+                   const std::vector<Lane>& compute) override {
+    log_.push_back("update " + std::to_string(bucket.index));
+    OptimizerUpdateHook::AfterReduce(bucket, work, compute);
+  }
+
+ private:
+  std::vector<std::string>& log_;
+};
+
 // y = x * w, with w of `size` elements (only w[0] is used); says its
-// gradient is done before it computes the input gradient, as Linear does.
+// gradient is queued before it computes the input gradient, as Linear does.
 class EarlyNotifyingScale : public Layer {
  public:
   EarlyNotifyingScale(std::string name, int64_t size, std::vector<std::string>& log)
@@ -375,9 +384,10 @@ class EarlyNotifyingScale : public Layer {
     x_ = x;
     return Scaled(x, w_.data()[0]);
   }
-  Tensor Backward(const Tensor& dy) override {
+  Tensor Backward(const Tensor& dy) override { return BackwardWith(dy, BackwardArgs()); }
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override {
     for (int64_t i = 0; i < dy.numel(); ++i) dw_.data()[0] += dy.data()[i] * x_.data()[i];
-    NotifyGradientsQueued();
+    if (args.on_params_ready) args.on_params_ready();
     // Reads the weight that a too-early update would already have changed.
     log_.push_back(name_ + " input gradient, w = " + std::to_string(w_.data()[0]));
     return Scaled(dy, w_.data()[0]);
@@ -396,9 +406,11 @@ class EarlyNotifyingScale : public Layer {
   std::vector<std::string>& log_;
 };
 
-// A bucket's all-reduce is queued as soon as its layer's gradients are, before
-// the layer's input gradient; its per-bucket update only after the layer's
-// Backward has returned, so the input gradient still read the old weight.
+// A bucket's all-reduce is issued as soon as its layer's gradient is queued,
+// before the layer's input gradient; its per-bucket update only after the
+// layer's Backward has returned (so the input gradient still read the old
+// weight) and after its all-reduce; buckets in order. The updates' exact
+// place among later layers depends on when each all-reduce finishes.
 TEST(ReducerTest, AllReduceStartsAtGradientsUpdateAfterTheLayer) {
   ThreadGroup group(2);
   std::vector<std::vector<std::string>> logs(2);
@@ -406,7 +418,7 @@ TEST(ReducerTest, AllReduceStartsAtGradientsUpdateAfterTheLayer) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       std::vector<std::string>& log = logs[r];
-      LoggingQueuedComm comm(group.communicator(r), log);
+      LoggingComm comm(group.communicator(r), log);
       Sequential model("net");
       model.Emplace<EarlyNotifyingScale>("a", 3, log);
       model.Emplace<EarlyNotifyingScale>("b", 5, log);
@@ -414,19 +426,27 @@ TEST(ReducerTest, AllReduceStartsAtGradientsUpdateAfterTheLayer) {
       options.bucket_bytes = 4;  // one bucket per layer
       Reducer reducer(model, comm, options);
       Sgd sgd(model.Parameters(), {0.5f});
-      reducer.set_optimizer(&sgd);
+      reducer.RegisterCommHook(std::make_unique<LoggingUpdateHook>(sgd, log));
       model.Forward(Tensor::Full({2, 1}, 1.f));
       log.clear();
       reducer.Backward(Tensor::Full({2, 1}, 1.f));
+      EXPECT_EQ(sgd.steps(), 1);
     });
   }
   for (std::thread& t : threads) t.join();
   // Bucket 0 holds b (5 elements), bucket 1 holds a (3).
-  const std::vector<std::string> expected = {
-      "all-reduce 5", "b input gradient, w = 2.000000", "update",
-      "all-reduce 3", "a input gradient, w = 2.000000", "update"};
-  EXPECT_EQ(logs[0], expected);
-  EXPECT_EQ(logs[1], expected);
+  for (const std::vector<std::string>& log : logs) {
+    auto at = [&](const std::string& entry) {
+      return std::find(log.begin(), log.end(), entry) - log.begin();
+    };
+    ASSERT_EQ(log.size(), 6u) << ::testing::PrintToString(log);
+    EXPECT_EQ(log[0], "all-reduce 5");
+    EXPECT_EQ(log[1], "b input gradient, w = 2.000000");
+    EXPECT_LT(at("all-reduce 3"), at("a input gradient, w = 2.000000"));
+    EXPECT_GT(at("update 0"), at("b input gradient, w = 2.000000"));
+    EXPECT_GT(at("update 1"), at("a input gradient, w = 2.000000"));
+    EXPECT_LT(at("update 0"), at("update 1"));
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Tests parallel/thread_communicator.h: closed forms for every collective
-// over world sizes 1-4 and awkward counts, the fixed reduction order, and
-// that abort and timeout end waits instead of hanging.
+// over world sizes 1-4 and awkward counts, the fixed reduction order, the
+// Work semantics (the call returns at once, collectives run in issue order,
+// timing, errors through Wait), and that abort, timeout and destruction end
+// waits instead of hanging.
 #include "parallel/thread_communicator.h"
 
 #include <gtest/gtest.h>
@@ -10,9 +12,15 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "core/backend_registry.h"
+
+#include "tests/support/error_text.h"
 
 namespace tandem {
 namespace {
@@ -37,15 +45,7 @@ void RunRanks(int size, const std::function<void(ThreadCommunicator&)>& fn) {
   RunRanks(group, fn);
 }
 
-// The text of the tandem::Error fn throws, or "" if it throws none.
-std::string ErrorText(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::ErrorText;
 
 // Rank r's element i in the closed-form tests; every sum is exact in float.
 float Value(int rank, int64_t i) { return rank + i * 0.5f; }
@@ -56,7 +56,7 @@ TEST(ThreadCommunicatorTest, AllReduceSumIsClosedForm) {
       RunRanks(n, [&](ThreadCommunicator& comm) {
         std::vector<float> data(count);
         for (int64_t i = 0; i < count; ++i) data[i] = Value(comm.rank(), i);
-        comm.AllReduce(data.data(), count, ReduceOp::kSum);
+        comm.AllReduce(data.data(), count, ReduceOp::kSum)->Wait();
         int64_t wrong = 0;
         for (int64_t i = 0; i < count; ++i) {
           wrong += data[i] != n * (i * 0.5f) + n * (n - 1) / 2;
@@ -74,7 +74,7 @@ TEST(ThreadCommunicatorTest, AllReduceAverageIsSumTimesReciprocal) {
       RunRanks(n, [&](ThreadCommunicator& comm) {
         std::vector<float> data(count);
         for (int64_t i = 0; i < count; ++i) data[i] = Value(comm.rank(), i);
-        comm.AllReduce(data.data(), count, ReduceOp::kAverage);
+        comm.AllReduce(data.data(), count, ReduceOp::kAverage)->Wait();
         int64_t wrong = 0;
         for (int64_t i = 0; i < count; ++i) {
           const float sum = n * (i * 0.5f) + n * (n - 1) / 2;
@@ -97,7 +97,7 @@ std::vector<std::vector<float>> AllReduceAwkward(int n, int64_t count) {
   RunRanks(n, [&](ThreadCommunicator& comm) {
     std::vector<float> data(count);
     for (int64_t i = 0; i < count; ++i) data[i] = Awkward(comm.rank(), i);
-    comm.AllReduce(data.data(), count, ReduceOp::kSum);
+    comm.AllReduce(data.data(), count, ReduceOp::kSum)->Wait();
     results[comm.rank()] = data;
   });
   return results;
@@ -132,7 +132,7 @@ TEST(ThreadCommunicatorTest, BroadcastFromEveryRoot) {
           for (int64_t i = 0; i < count; ++i) {
             data[i] = 1000.0f * comm.rank() + i;
           }
-          comm.Broadcast(data.data(), count, root);
+          comm.Broadcast(data.data(), count, root)->Wait();
           int64_t wrong = 0;
           for (int64_t i = 0; i < count; ++i) {
             wrong += data[i] != 1000.0f * root + i;
@@ -159,7 +159,7 @@ TEST(ThreadCommunicatorTest, AllGatherIsRankMajor) {
                       recv.begin() + comm.rank() * count);
             from = recv.data() + comm.rank() * count;
           }
-          comm.AllGather(from, count, recv.data());
+          comm.AllGather(from, count, recv.data())->Wait();
           int64_t wrong = 0;
           for (int r = 0; r < n; ++r) {
             for (int64_t i = 0; i < count; ++i) {
@@ -182,11 +182,11 @@ TEST(ThreadCommunicatorTest, BarrierIsReusable) {
   RunRanks(n, [&](ThreadCommunicator& comm) {
     for (int round = 0; round < rounds; ++round) {
       arrived.fetch_add(1);
-      comm.Barrier();
+      comm.Barrier()->Wait();
       // Everyone has counted this round, and nobody can count the next one
       // before this rank reaches the second barrier.
       if (arrived.load() != n * (round + 1)) wrong.fetch_add(1);
-      comm.Barrier();
+      comm.Barrier()->Wait();
     }
     EXPECT_EQ(comm.sequence(), 2u * rounds);
   });
@@ -201,18 +201,138 @@ TEST(ThreadCommunicatorTest, MixedCollectivesKeepTheirOrder) {
     for (int step = 0; step < 300; ++step) {
       const int64_t count = step % 17;  // many not divisible by 3, some 0
       std::vector<float> data(count, float(comm.rank() + step));
-      comm.AllReduce(data.data(), count, ReduceOp::kSum);
+      comm.AllReduce(data.data(), count, ReduceOp::kSum)->Wait();
       for (float x : data) wrong += x != 3.0f * step + 3;
       std::vector<float> gathered(n * count);
-      comm.AllGather(data.data(), count, gathered.data());
+      comm.AllGather(data.data(), count, gathered.data())->Wait();
       for (float x : gathered) wrong += x != 3.0f * step + 3;
       std::vector<float> b(count, float(comm.rank()));
-      comm.Broadcast(b.data(), count, step % n);
+      comm.Broadcast(b.data(), count, step % n)->Wait();
       for (float x : b) wrong += x != step % n;
-      if (step % 5 == 0) comm.Barrier();
+      if (step % 5 == 0) comm.Barrier()->Wait();
     }
     EXPECT_EQ(wrong, 0);
   });
+}
+
+// Collectives issued without waiting run in issue order: the all-gather
+// reads what the all-reduce before it wrote, on every rank.
+TEST(ThreadCommunicatorTest, QueuedCollectivesRunInIssueOrder) {
+  const int n = 3;
+  RunRanks(n, [&](ThreadCommunicator& comm) {
+    int64_t wrong = 0;
+    for (int step = 0; step < 100; ++step) {
+      const int64_t count = step % 13;
+      std::vector<float> data(count, float(comm.rank() + step));
+      std::vector<float> gathered(n * count);
+      std::vector<float> b(count, float(comm.rank()));
+      std::vector<std::shared_ptr<Work>> works;
+      works.push_back(comm.AllReduce(data.data(), count, ReduceOp::kSum));
+      works.push_back(comm.AllGather(data.data(), count, gathered.data()));
+      works.push_back(comm.Broadcast(b.data(), count, step % n));
+      works.push_back(comm.Barrier());
+      for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->Wait();
+      for (const auto& work : works) wrong += !work->IsCompleted();
+      for (float x : data) wrong += x != 3.0f * step + 3;
+      for (float x : gathered) wrong += x != 3.0f * step + 3;
+      for (float x : b) wrong += x != step % n;
+    }
+    EXPECT_EQ(wrong, 0) << "rank " << comm.rank();
+  });
+}
+
+// The call returns at once; the exchange runs on the progress thread, and
+// completes only once every rank has issued the collective.
+TEST(ThreadCommunicatorTest, WorkCompletesOnceEveryRankHasIssued) {
+  ThreadGroup group(2);
+  std::promise<void> issued;
+  std::shared_future<void> rank0_issued = issued.get_future().share();
+  bool pending_before = false;
+  bool ready_before = true;
+  float result = 0;
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    float x = comm.rank() + 1.0f;
+    if (comm.rank() == 1) {
+      rank0_issued.wait();  // arrives only after rank 0 has looked
+      comm.AllReduce(&x, 1, ReduceOp::kSum)->Wait();
+      return;
+    }
+    std::shared_ptr<Work> work = comm.AllReduce(&x, 1, ReduceOp::kSum);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pending_before = !work->IsCompleted();
+    ready_before = work->ReadyForLanes();
+    issued.set_value();
+    work->Wait();
+    EXPECT_TRUE(work->IsCompleted());
+    EXPECT_TRUE(work->ReadyForLanes());
+    result = x;
+  });
+  EXPECT_TRUE(pending_before) << "rank 0's all-reduce finished without rank 1";
+  EXPECT_FALSE(ready_before) << "a host Work is ready for lanes only once finished";
+  EXPECT_EQ(result, 3.0f);
+}
+
+TEST(ThreadCommunicatorTest, TimedWorkMeasuresTheCollective) {
+  ThreadGroup group(2);
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    // Rank 1 comes late, so rank 0's collective runs at least that long.
+    if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<float> data(1000, 1.0f);
+    CollectiveOptions timed;
+    timed.timed = true;
+    std::shared_ptr<Work> work =
+        comm.AllReduce(data.data(), data.size(), ReduceOp::kSum, timed);
+    // No ASSERT before a collective: every rank must issue the same ones.
+    EXPECT_NE(work->started(), nullptr);
+    EXPECT_NE(work->finished(), nullptr);
+    if (work->started() != nullptr && work->finished() != nullptr) {
+      // Waits for the end, as a device event would.
+      const double ms = work->finished()->ElapsedMsSince(*work->started());
+      EXPECT_TRUE(work->finished()->Query());
+      EXPECT_GE(ms, 0.0);
+      if (comm.rank() == 0) {
+        EXPECT_GE(ms, 20.0);
+      }
+    }
+    work->Wait();
+    EXPECT_EQ(data[0], 2.0f);
+    std::shared_ptr<Work> untimed = comm.Barrier();
+    EXPECT_EQ(untimed->started(), nullptr);
+    EXPECT_EQ(untimed->finished(), nullptr);
+    untimed->Wait();
+  });
+}
+
+TEST(ThreadCommunicatorTest, WaitAndWaitOnRethrowTheAbortEveryTime) {
+  ThreadGroup group(2);
+  group.Abort("stop");
+  float x = 0;
+  std::shared_ptr<Work> work = group.communicator(0).AllReduce(&x, 1, ReduceOp::kSum);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THROW(work->Wait(), CollectiveAbortedError);
+    EXPECT_THROW(work->WaitOn(MainLane(Device::Cpu())), CollectiveAbortedError);
+  }
+  EXPECT_TRUE(work->IsCompleted());
+  EXPECT_EQ(ErrorText([&] { work->Wait(); }), "collective aborted: stop");
+}
+
+// Destroying the group fails what is still pending rather than hanging on
+// a rank that never came.
+TEST(ThreadCommunicatorTest, DestroyingTheGroupFailsPendingWork) {
+  std::vector<float> data(10, 1.0f);
+  std::shared_ptr<Work> pending, queued;
+  {
+    ThreadGroup group(2);
+    ThreadCommunicator& comm = group.communicator(0);
+    pending = comm.AllReduce(data.data(), data.size(), ReduceOp::kSum);
+    queued = comm.Barrier();
+  }
+  EXPECT_TRUE(pending->IsCompleted());
+  EXPECT_THROW(pending->Wait(), CollectiveAbortedError);
+  EXPECT_THROW(queued->Wait(), CollectiveAbortedError);
+  // "the ThreadGroup was destroyed" where it had started, else the queue's
+  // "ThreadCommunicator(rank 0 of 2) was destroyed with this collective queued".
+  EXPECT_NE(ErrorText([&] { pending->Wait(); }).find(" was destroyed"), std::string::npos);
 }
 
 TEST(ThreadCommunicatorTest, AbortWakesBlockedRanks) {
@@ -229,10 +349,10 @@ TEST(ThreadCommunicatorTest, AbortWakesBlockedRanks) {
     }
     std::vector<float> data(100, 1.0f);
     errors[comm.rank()] = ErrorText(
-        [&] { comm.AllReduce(data.data(), data.size(), ReduceOp::kSum); });
+        [&] { comm.AllReduce(data.data(), data.size(), ReduceOp::kSum)->Wait(); });
     // A collective started after the abort throws at once.
     const Clock::time_point start = Clock::now();
-    EXPECT_EQ(ErrorText([&] { comm.Barrier(); }),
+    EXPECT_EQ(ErrorText([&] { comm.Barrier()->Wait(); }),
               "collective aborted: rank 2 gave up");
     seconds[comm.rank()] =
         std::chrono::duration<double>(Clock::now() - start).count();
@@ -257,7 +377,7 @@ TEST(ThreadCommunicatorTest, AbortIsPromptAndThrowsTheAbortType) {
       return;
     }
     try {
-      comm.Barrier();
+      comm.Barrier()->Wait();
     } catch (const CollectiveAbortedError&) {
       abort_type = true;
     }
@@ -273,16 +393,16 @@ TEST(ThreadCommunicatorTest, TimeoutNamesKindSequenceAndBytes) {
   std::string error;
   std::string echo;
   RunRanks(group, [&](ThreadCommunicator& comm) {
-    comm.Barrier();  // #1, both ranks
+    comm.Barrier()->Wait();  // #1, both ranks
     if (comm.rank() == 1) {
       // Skips the all-reduce, then arrives late at a barrier.
       std::this_thread::sleep_for(std::chrono::milliseconds(400));
-      echo = ErrorText([&] { comm.Barrier(); });
+      echo = ErrorText([&] { comm.Barrier()->Wait(); });
       return;
     }
     std::vector<float> data(10, 1.0f);
     error = ErrorText(
-        [&] { comm.AllReduce(data.data(), data.size(), ReduceOp::kSum); });
+        [&] { comm.AllReduce(data.data(), data.size(), ReduceOp::kSum)->Wait(); });
   });
   EXPECT_NE(error.find("AllReduce #2 (40 bytes, sum)"), std::string::npos)
       << error;
@@ -299,9 +419,9 @@ TEST(ThreadCommunicatorTest, MismatchedCollectivesThrowOnEveryRank) {
     std::vector<float> data(10, 1.0f);
     errors[comm.rank()] = ErrorText([&] {
       if (comm.rank() == 1) {
-        comm.AllReduce(data.data(), 11, ReduceOp::kSum);  // wrong count
+        comm.AllReduce(data.data(), 11, ReduceOp::kSum)->Wait();  // wrong count
       } else {
-        comm.AllReduce(data.data(), 10, ReduceOp::kSum);
+        comm.AllReduce(data.data(), 10, ReduceOp::kSum)->Wait();
       }
     });
   });
@@ -322,7 +442,7 @@ TEST(ThreadCommunicatorTest, RejectsBadArguments) {
             std::string::npos);
   float x = 0;
   EXPECT_NE(ErrorText([&] {
-              group.communicator(0).Broadcast(&x, 1, 3);
+              group.communicator(0).Broadcast(&x, 1, 3)->Wait();
             }).find("root 3 is not a rank"),
             std::string::npos);
   EXPECT_NE(ErrorText([&] {

@@ -47,7 +47,9 @@ std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
   config.lr = 0.05f;
   config.momentum = 0.9f;
   auto optimizer = MakeOptimizer(config, model->Parameters());
-  if (setup.per_bucket_update) reducer.set_optimizer(optimizer.get());
+  if (setup.per_bucket_update) {
+    reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(*optimizer));
+  }
   SoftmaxCrossEntropyLoss loss;
 
   const int64_t micro_batch = setup.batch;
@@ -71,13 +73,14 @@ std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
       const bool sync = micro + 1 == setup.micro_steps;
       reducer.set_sync(sync);
       if (setup.per_bucket_update && sync) {
-        // The update must happen inside Backward, and Step must not repeat it.
+        // The update, and the step's count, happen inside Backward.
         const std::vector<float> before = Flatten(*model);
         reducer.Backward(loss.Backward());
-        const std::vector<float> after = Flatten(*model);
-        TANDEM_CHECK(after != before) << "per-bucket update: Backward left the parameters as they were";
-        optimizer->Step();
-        TANDEM_CHECK(Flatten(*model) == after) << "per-bucket update: Step updated the parameters again";
+        TANDEM_CHECK(Flatten(*model) != before)
+            << "per-bucket update: Backward left the parameters as they were";
+        TANDEM_CHECK(optimizer->steps() == step + 1)
+            << "per-bucket update: the hook counted " << optimizer->steps() << " steps after "
+            << step + 1;
       } else {
         reducer.Backward(loss.Backward());
       }

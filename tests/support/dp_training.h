@@ -25,7 +25,7 @@ struct DpSetup {
   bool overlap = true;
   int micro_steps = 1;          // >1: accumulate with sync off, then sync
   std::string optimizer = "sgd";
-  bool per_bucket_update = false;  // Reducer::set_optimizer instead of Step
+  bool per_bucket_update = false;  // OptimizerUpdateHook instead of Step
   Device device = Device::Cpu();
   // Called after every optimizer step with this rank's parameters.
   std::function<void(int step, const std::vector<float>& params)> on_step;

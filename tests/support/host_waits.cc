@@ -32,13 +32,13 @@ int64_t HostWaitsDuringSteps(Device device, int rank, Communicator& gradient_com
     optimizer.Step();
   };
   step();  // warm-up: allocations, cuBLAS handles
-  host_comm.Barrier();
+  host_comm.Barrier()->Wait();
   const int64_t before = cuda::HostWaitCount();
   for (int i = 0; i < steps; ++i) step();
-  host_comm.Barrier();
+  host_comm.Barrier()->Wait();
   const int64_t waits = cuda::HostWaitCount() - before;
   // Nobody synchronises until every worker has read the counter.
-  host_comm.Barrier();
+  host_comm.Barrier()->Wait();
   GetBackend(device).Synchronize();
   return waits;
 }

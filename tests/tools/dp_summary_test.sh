@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# bench/dp_summary.py over a recorded run_gpu_dp_bench.sh log (session 6's
-# call, its dp_step and allreduce rows): the scaling and DDP ratios it
+# bench/dp_summary.py over a recorded run_gpu_dp_bench.sh log (2 x H200,
+# its dp_step and allreduce rows): the scaling and DDP ratios it
 # computes, its verdicts, a FAIL when the 2-GPU step is slower, and an error
 # when a row a target needs is missing.
 set -u
 summary=bench/dp_summary.py
-log=tests/tools/testdata/dp_bench_session6.txt
+log=tests/tools/testdata/dp_bench_2gpu.txt
 fail=0
 check() {  # description, pattern, text
   if ! grep -qF -- "$2" <<<"$3"; then
@@ -20,7 +20,7 @@ check "scaling" "target large/4096: >= 98% scaling: 99.5% PASS" "$out"
 check "threads vs MPI" "target small/256: threads and MPI within 5%: 0.0% PASS" "$out"
 check "bucketed" "0.956 of raw from the same memory, 1.088 of raw from ordinary memory PASS" "$out"
 
-# Session 5's large/512 step (4.178 ms) in place of session 6's.
+# A slower large/512 step (4.178 ms) in place of the recorded one.
 slow=$(mktemp); trap 'rm -f "$slow" "$partial"' EXIT
 sed 's/gpus=2 overlap=on grads=overwrite update=per_bucket bucket_mb=25.0 gemm_reserve=16 gradients_first=2 symmetric=on buckets=4 lanes=1 step_ms=3.929/&X/; s/step_ms=3.929X/step_ms=4.178/' "$log" > "$slow"
 out=$(python3 "$summary" "$slow")

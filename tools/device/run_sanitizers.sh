@@ -56,6 +56,7 @@ for tool in memcheck racecheck; do
     run $tool "$(basename $b)" "$cs" --tool $tool --error-exitcode 3 "$b" --gtest_filter="$filter"
   done
   for b in bin/tests_parallel__gpu_reducer_test bin/tests_parallel__nccl_communicator_test \
+           bin/tests_parallel__nccl_work_test \
            bin/tests_parallel__pipeline_gpu_test bin/tests_parallel__launcher_test; do
     [ -x "$b" ] || continue
     run $tool "$(basename $b)" "$cs" --tool $tool $nccl_flags --error-exitcode 3 "$b" \

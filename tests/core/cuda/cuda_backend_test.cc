@@ -17,6 +17,7 @@
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/staging.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -40,7 +41,7 @@ TEST(CudaBackendAvailabilityTest, MissingDeviceIsAClearError) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(ComputeStream(-1), Error);
+  EXPECT_THROW(GetCudaBackend(-1), Error);
 }
 
 TEST(CudaBackendAvailabilityTest, Tf32IsOptIn) {
@@ -94,8 +95,22 @@ TEST_F(CudaBackendTest, OneContextPerDevice) {
   EXPECT_EQ(&GetBackend(Device::Cuda(0)), &gpu());
   EXPECT_NE(gpu().Describe().find("cuda:0"), std::string::npos)
       << gpu().Describe();
-  EXPECT_NE(ComputeStream(0), nullptr);
-  EXPECT_EQ(ComputeStream(0), ComputeStream(0));
+  EXPECT_NE(NativeStream(gpu().main_lane()), nullptr);
+  EXPECT_NE(NativeStream(gpu().main_lane()), NativeStream(gpu().side_lane()));
+  EXPECT_EQ(NativeStream(gpu().main_lane()), NativeStream(gpu().main_lane()));
+}
+
+// The registry and every tensor hold a share of the context: a tensor keeps
+// the context it was made on alive.
+TEST_F(CudaBackendTest, TensorsShareTheirContext) {
+  std::shared_ptr<Backend> context = SharedCudaBackend(0);
+  const long before = context.use_count();
+  {
+    Tensor t = Tensor::Zeros({16}, Device::Cuda(0));
+    EXPECT_EQ(context.use_count(), before + 1);
+    EXPECT_EQ(&t.backend(), context.get());
+  }
+  EXPECT_EQ(context.use_count(), before);
 }
 
 TEST_F(CudaBackendTest, RoundTripOddSizes) {
@@ -106,9 +121,9 @@ TEST_F(CudaBackendTest, RoundTripOddSizes) {
                     chunk + 1, 2 * chunk + chunk / 2 + 3}) {
     const std::vector<float> in = Iota(n, 0.5f);
     Buffer device(gpu(), n);
-    gpu().CopyHostToDevice(in.data(), device.data, n);
+    gpu().CopyHostToDevice(gpu().main_lane(), in.data(), device.data, device.bytes);
     std::vector<float> out(n, -1.f);
-    gpu().CopyDeviceToHost(device.data, out.data(), n);
+    gpu().CopyDeviceToHost(gpu().main_lane(), device.data, out.data(), device.bytes);
     ASSERT_EQ(FirstMismatch(out, in), -1) << "n = " << n;
   }
 }
@@ -125,12 +140,14 @@ TEST_F(CudaBackendTest, HostBufferReusableAtOnce) {
       buffers.push_back(std::make_unique<Buffer>(gpu(), n));
       for (int64_t i = 0; i < n; ++i)
         host[i] = static_cast<float>(k * 10 + i % 7);
-      gpu().CopyHostToDevice(host.data(), buffers.back()->data, n);
+      gpu().CopyHostToDevice(gpu().main_lane(), host.data(), buffers.back()->data,
+                              buffers.back()->bytes);
     }
     std::fill(host.begin(), host.end(), -1.f);
     for (int k = 0; k < 5; ++k) {
       std::vector<float> out(n);
-      gpu().CopyDeviceToHost(buffers[k]->data, out.data(), n);
+      gpu().CopyDeviceToHost(gpu().main_lane(), buffers[k]->data, out.data(),
+                              buffers[k]->bytes);
       for (int64_t i = 0; i < n; i += 1 + n / 1000) {
         ASSERT_EQ(out[i], static_cast<float>(k * 10 + i % 7))
             << "copy " << k << " element " << i << " of " << n;
@@ -144,11 +161,12 @@ TEST_F(CudaBackendTest, DeviceToDeviceAndSynchronize) {
   const int64_t n = 1001;
   const std::vector<float> in = Iota(n, -3.f);
   Buffer a(gpu(), n), b(gpu(), n);
-  gpu().CopyHostToDevice(in.data(), a.data, n);
-  gpu().CopyDeviceToDevice(a.data, b.data, n);
-  gpu().Synchronize();
+  const Lane main = gpu().main_lane();
+  gpu().CopyHostToDevice(main, in.data(), a.data, a.bytes);
+  gpu().CopyDeviceToDevice(main, a.data, b.data, a.bytes);
+  gpu().Synchronize(main);
   std::vector<float> out(n);
-  gpu().CopyDeviceToHost(b.data, out.data(), n);
+  gpu().CopyDeviceToHost(main, b.data, out.data(), b.bytes);
   EXPECT_EQ(out, in);
 }
 
@@ -287,65 +305,41 @@ TEST_F(CudaBackendTest, CallableFromAnotherThreadWithAnotherDeviceCurrent) {
   EXPECT_EQ(out, std::vector<float>(1000, 6.f));
 }
 
-// A GEMM planned for fewer SMs computes the same product; a reserve of
-// every SM (or a negative one) is refused, naming the device.
-TEST_F(CudaBackendTest, GemmReserveKeepsResultsAndRejectsBadCounts) {
-  // Small integers: every partial sum is exact, so any summation order a
-  // differently planned GEMM picks gives the same bits.
-  auto small = [](int64_t n, int shift) {
-    std::vector<float> v(n);
-    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i + shift) % 7 - 3);
-    return v;
-  };
-  Tensor a = Tensor::FromVector(small(64 * 96, 0), {64, 96}, Device::Cuda(0));
-  Tensor b = Tensor::FromVector(small(96 * 80, 2), {96, 80}, Device::Cuda(0));
-  Tensor whole = Tensor::Zeros({64, 80}, Device::Cuda(0));
-  Tensor reserved = Tensor::Zeros({64, 80}, Device::Cuda(0));
-  ops::Gemm(a, false, b, false, whole);
-  gpu().SetGemmReserve(16);
-  ops::Gemm(a, false, b, false, reserved);
-  ops::Gemm(a, false, b, false, reserved, ops::GemmOptions{});  // the cuBLASLt path
-  gpu().SetGemmReserve(0);
-  EXPECT_EQ(reserved.ToVector(), whole.ToVector());
-  for (int bad : {-1, 1 << 20}) {
-    try {
-      gpu().SetGemmReserve(bad);
-      FAIL() << "reserve " << bad << " accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("on cuda:0"), std::string::npos) << e.what();
-    }
-  }
-}
-
-// StreamOverride sends element-wise ops to the given stream: while that
-// stream is held up by a host callback, the compute stream does not see the
-// op's result; once released, it is there. GEMMs refuse, naming the op.
-TEST_F(CudaBackendTest, StreamOverrideRedirectsElementwiseOpsAndRefusesGemm) {
-  Stream other;
+// A lane's work is ordered against another lane only by a wait: while a
+// lane of one's own is held up by a host callback, the main lane does not see
+// the result of an op queued there; once released, and after WaitFor, it
+// does.
+TEST_F(CudaBackendTest, LanesRunIndependentlyUntilOrdered) {
+  OwnedLane other = gpu().NewLane({"held", /*high_priority=*/false});
   std::atomic<bool> release{false};
   auto hold = [](void* flag) {
     while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
   };
   Tensor t = Tensor::Zeros({256}, Device::Cuda(0));
-  gpu().Synchronize();
-  CUDA_CHECK(cudaLaunchHostFunc(other.get(), hold, &release));
-  {
-    StreamOverride on_other(0, other.get());
-    ops::Fill(t, 5.f);
-    Tensor a = Tensor::Zeros({2, 2}, Device::Cuda(0));
-    try {
-      ops::Gemm(a, false, a, false, a);
-      FAIL() << "a GEMM ran on an overriding stream";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("cannot run on another stream"), std::string::npos)
-          << e.what();
-    }
-  }
-  // The compute stream has not waited for `other`, which has not run the fill.
+  gpu().Synchronize(gpu().main_lane());
+  CUDA_CHECK(cudaLaunchHostFunc(NativeStream(other.get()), hold, &release));
+  ops::Fill(other.get(), t, 5.f);
+  // The main lane has not waited for `other`, which has not run the fill.
   EXPECT_EQ(t.ToVector(), std::vector<float>(256, 0.f));
   release = true;
-  other.Synchronize();
+  ops::WaitFor(gpu().main_lane(), other.get());
   EXPECT_EQ(t.ToVector(), std::vector<float>(256, 5.f));
+}
+
+// A peer copy between two GPUs, ordered by an event: skipped on one GPU.
+TEST_F(CudaBackendTest, PeerCopyOrderedByAnEvent) {
+  if (DeviceCount() < 2) GTEST_SKIP() << "needs 2 GPUs, " << DeviceCount() << " visible";
+  Backend& other = GetCudaBackend(1);
+  other.EnablePeerAccess(Device::Cuda(0));
+  Tensor src = Tensor::Full({1 << 20}, 0.f, Device::Cuda(0));
+  Tensor dst = Tensor::Zeros({1 << 20}, Device::Cuda(1));
+  ops::Fill(src, 7.f);
+  auto ready = gpu().NewEvent(/*timing=*/false);
+  gpu().Record(*ready, gpu().main_lane());
+  other.Wait(other.main_lane(), *ready);
+  other.CopyFromPeer(other.main_lane(), dst.data(), Device::Cuda(0), src.data(),
+                     src.numel() * sizeof(float));
+  EXPECT_EQ(dst.ToVector(), std::vector<float>(1 << 20, 7.f));
 }
 
 }  // namespace
