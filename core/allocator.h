@@ -24,6 +24,9 @@ class Allocator {
   // `bytes` must be the size passed to Allocate.
   virtual void Free(void* ptr, size_t bytes) = 0;
   virtual MemoryStats stats() const = 0;
+  // Starts peak_bytes_in_use again from what is in use now (to measure the
+  // peak of one phase of a run).
+  virtual void ResetPeak() = 0;
 };
 
 }  // namespace tandem

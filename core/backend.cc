@@ -36,20 +36,4 @@ void Backend::Synchronize() {
   Synchronize(side_lane());
 }
 
-void Backend::GemmEx(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
-                     int64_t n, int64_t k, float alpha, const float* a,
-                     const float* b, float beta, const float* c, float* d,
-                     const GemmEpilogue& epilogue) {
-  if (m <= 0 || n <= 0) return;
-  if (beta != 0.f && c != d) {
-    CopyDeviceToDevice(lane, c, d, static_cast<size_t>(m * n) * sizeof(float));
-  }
-  Gemm(lane, trans_a, trans_b, m, n, k, alpha, a, b, beta, d);
-  if (epilogue.bias != nullptr) {
-    BiasActivation(lane, epilogue.activation, d, epilogue.bias, nullptr, d, m, n);
-  } else if (epilogue.activation != Activation::kIdentity) {
-    ActivationForward(lane, epilogue.activation, d, d, m * n);
-  }
-}
-
 }  // namespace tandem

@@ -7,8 +7,10 @@
 // lane's stream. Shape checks happen one level up, in core/ops.h, so
 // backends only compute.
 //
-// Layout: row-major, contiguous float32. Pointers are device pointers of this
-// backend's device unless a name says "host".
+// Layout: row-major, contiguous. Operands are CPtr/Ptr (memory and dtype,
+// core/dtype.h) of this backend's device; raw float pointers are float32;
+// a name with "host" is host memory. A backend that cannot run an op on a
+// dtype throws, naming the op and the dtype.
 #ifndef TANDEM_CORE_BACKEND_H_
 #define TANDEM_CORE_BACKEND_H_
 
@@ -18,6 +20,7 @@
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/lane.h"
 
 namespace tandem {
@@ -44,10 +47,14 @@ struct AdamWParams {
   float weight_decay = 0.01f;  // decoupled: param -= lr * wd * param
 };
 
-// What Backend::GemmEx applies to the product before writing it.
-struct GemmEpilogue {
-  const float* bias = nullptr;  // [n], added to every row; null: none
+// What Backend::Gemm does besides the product, for one call.
+struct GemmSpec {
+  CPtr bias;  // [n], added to every row; data null: none
   Activation activation = Activation::kIdentity;  // applied last
+  // float32 operands: let the GEMM use TF32 tensor cores (10-bit mantissa
+  // inputs, float32 accumulation). bfloat16 operands always accumulate in
+  // float32.
+  bool tf32 = false;
 };
 
 class Backend {
@@ -103,74 +110,75 @@ class Backend {
   // can (once per pair; nothing on the CPU).
   virtual void EnablePeerAccess(Device peer) { (void)peer; }
 
-  // C[m, n] = alpha * op(A) * op(B) + beta * C, where op(A) is [m, k] and
-  // op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m].
-  virtual void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                    int64_t k, float alpha, const float* a, const float* b,
-                    float beta, float* c) = 0;
-  // D[m, n] = act(alpha op(A) op(B) + beta C + bias): Gemm with the result
-  // in its own buffer (c may equal d; c is not read when beta is 0) and an
-  // optional bias and activation. The default runs a copy, Gemm and
-  // BiasActivation; the CUDA backend does it in one cuBLASLt call where it
-  // can (ReLU or no activation), so the result is written once.
-  virtual void GemmEx(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                      int64_t k, float alpha, const float* a, const float* b,
-                      float beta, const float* c, float* d,
-                      const GemmEpilogue& epilogue);
-  // pre[r, c] = x[r, c] + bias[c] (skipped when pre is null) and
+  // D[m, n] = act(alpha op(A) op(B) + beta C + bias), where op(A) is [m, k]
+  // and op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m]. C may be
+  // D (in place) and is not read when beta is 0. A and B share a dtype; C and
+  // D share one (float32 or bfloat16, accumulation in float32 either way).
+  // The CPU backend computes in float32 and rounds the result once; the CUDA
+  // backend calls cuBLAS or cuBLASLt (bias and ReLU in the epilogue).
+  virtual void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
+                    int64_t n, int64_t k, float alpha, CPtr a, CPtr b,
+                    float beta, CPtr c, Ptr d, const GemmSpec& spec) = 0;
+  // pre[r, c] = x[r, c] + bias[c] (skipped when pre.data is null) and
   // out[r, c] = act(x[r, c] + bias[c]), in one pass; x may equal pre or out.
-  virtual void BiasActivation(const Lane& lane, Activation activation, const float* x,
-                              const float* bias, float* pre, float* out,
-                              int64_t rows, int64_t cols) = 0;
-  // out[c] = beta * out[c] + alpha * sum_r x[r, c].
-  virtual void ColumnSums(const Lane& lane, const float* x, int64_t rows, int64_t cols,
-                          float alpha, float beta, float* out) = 0;
-  virtual void Binary(const Lane& lane, BinaryOp op, const float* a, const float* b, float* out,
+  virtual void BiasActivation(const Lane& lane, Activation activation, CPtr x,
+                              CPtr bias, Ptr pre, Ptr out, int64_t rows,
+                              int64_t cols) = 0;
+  // out[c] = beta * out[c] + alpha * sum_r x[r, c], summed in float32.
+  virtual void ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
+                          float alpha, float beta, Ptr out) = 0;
+  virtual void Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
                       int64_t n) = 0;
   // y += alpha * x.
-  virtual void Axpy(const Lane& lane, float alpha, const float* x, float* y, int64_t n) = 0;
-  virtual void Scale(const Lane& lane, float alpha, float* x, int64_t n) = 0;
-  virtual void Fill(const Lane& lane, float value, float* x, int64_t n) = 0;
-  virtual void ActivationForward(const Lane& lane, Activation activation, const float* x,
-                                 float* y, int64_t n) = 0;
+  virtual void Axpy(const Lane& lane, float alpha, CPtr x, Ptr y, int64_t n) = 0;
+  virtual void Scale(const Lane& lane, float alpha, Ptr x, int64_t n) = 0;
+  virtual void Fill(const Lane& lane, float value, Ptr x, int64_t n) = 0;
+  // dst = src converted to dst's dtype (rounded to nearest even).
+  virtual void Cast(const Lane& lane, CPtr src, Ptr dst, int64_t n) = 0;
+  virtual void ActivationForward(const Lane& lane, Activation activation, CPtr x,
+                                 Ptr y, int64_t n) = 0;
   // dx = dy * act'(x) when accumulate is false, dx += dy * act'(x) otherwise.
-  virtual void ActivationBackward(const Lane& lane, Activation activation, const float* x,
-                                  const float* dy, float* dx, int64_t n,
+  virtual void ActivationBackward(const Lane& lane, Activation activation,
+                                  CPtr x, CPtr dy, Ptr dx, int64_t n,
                                   bool accumulate) = 0;
   // loss[0] = sum_r -log softmax(logits[r])[labels[r]] / normalizer;
-  // dlogits (if not null) = (softmax - onehot) / normalizer. Labels are class
-  // indices stored as floats.
-  virtual void SoftmaxCrossEntropy(const Lane& lane, const float* logits, const float* labels,
-                                   int64_t rows, int64_t classes,
-                                   float normalizer, float* loss,
-                                   float* dlogits) = 0;
+  // dlogits (if data is not null) = (softmax - onehot) / normalizer. Labels
+  // are class indices stored as floats; loss and softmax in float32.
+  virtual void SoftmaxCrossEntropy(const Lane& lane, CPtr logits,
+                                   const float* labels, int64_t rows,
+                                   int64_t classes, float normalizer,
+                                   float* loss, Ptr dlogits) = 0;
   // loss[0] = sum (pred - target)^2 / normalizer;
-  // dpred (if not null) = 2 (pred - target) / normalizer.
-  virtual void Mse(const Lane& lane, const float* pred, const float* target, int64_t n,
-                   float normalizer, float* loss, float* dpred) = 0;
+  // dpred (if data is not null) = 2 (pred - target) / normalizer.
+  virtual void Mse(const Lane& lane, CPtr pred, CPtr target, int64_t n,
+                   float normalizer, float* loss, Ptr dpred) = 0;
   // out[r] = index of the first maximum of x[r, :].
-  virtual void Argmax(const Lane& lane, const float* x, int64_t rows, int64_t cols,
+  virtual void Argmax(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
                       float* out) = 0;
   // out[0] = number of rows whose argmax equals the label.
-  virtual void CountCorrect(const Lane& lane, const float* logits, const float* labels,
+  virtual void CountCorrect(const Lane& lane, CPtr logits, const float* labels,
                             int64_t rows, int64_t classes, float* out) = 0;
   // mask[i] = 0 with probability p, else 1 / (1 - p); bits from
   // HashU64(seed, offset + i), so CPU and CUDA draw the same mask.
-  virtual void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
-                           float* mask, int64_t n) = 0;
+  virtual void DropoutMask(const Lane& lane, float p, uint64_t seed,
+                           uint64_t offset, Ptr mask, int64_t n) = 0;
   // If loss[0] is NaN or infinite and first_bad[0] < 0, sets first_bad[0] =
   // step: a sticky record of the first non-finite loss that the host reads
   // only now and then, so checking costs no synchronisation per step.
   virtual void TrackNonFinite(const Lane& lane, const float* loss, int64_t step,
                               float* first_bad) = 0;
-  // Parameter updates, in one pass over a (possibly flat) buffer. velocity
-  // may be null when momentum is 0.
-  virtual void SgdUpdate(const Lane& lane, const SgdParams& params, float* param,
-                         const float* grad, float* velocity, int64_t n) = 0;
+  // Parameter updates, in one pass over a (possibly flat) float32 buffer,
+  // from a float32 or bfloat16 gradient. velocity may be null when momentum
+  // is 0. `working` (data null: none) receives the updated parameters in its
+  // dtype in the same pass: the bfloat16 copy that mixed-precision layers
+  // compute with.
+  virtual void SgdUpdate(const Lane& lane, const SgdParams& params,
+                         float* param, CPtr grad, float* velocity, Ptr working,
+                         int64_t n) = 0;
   // `step` counts from 1 (bias correction).
-  virtual void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
-                           float* param, const float* grad, float* m,
-                           float* v, int64_t n) = 0;
+  virtual void AdamWUpdate(const Lane& lane, const AdamWParams& params,
+                           int64_t step, float* param, CPtr grad, float* m,
+                           float* v, Ptr working, int64_t n) = 0;
 };
 
 }  // namespace tandem

@@ -1,6 +1,7 @@
 #include "core/ops.h"
 
 #include <cmath>
+#include <initializer_list>
 
 #include "core/backend_registry.h"
 #include "core/check.h"
@@ -21,8 +22,7 @@ void CheckOperands(const char* op, const Lane& lane,
       first = t;
     } else {
       TANDEM_CHECK(t->device() == first->device())
-          << op << ": operands on " << first->device() << " and "
-          << t->device();
+          << op << ": operands on " << first->device() << " and " << t->device();
     }
   }
   if (first != nullptr) {
@@ -32,6 +32,21 @@ void CheckOperands(const char* op, const Lane& lane,
   }
 }
 
+// "Gemm: a is bfloat16 [64, 784] but b is float32 [512, 784]: they must share a dtype"
+void CheckSameDType(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                    const Tensor& b) {
+  TANDEM_CHECK(a.dtype() == b.dtype())
+      << op << ": " << a_name << " is " << DTypeName(a.dtype()) << " "
+      << ShapeToString(a.shape()) << " but " << b_name << " is " << DTypeName(b.dtype())
+      << " " << ShapeToString(b.shape()) << ": they must share a dtype";
+}
+
+void CheckFloat32(const char* op, const char* name, const Tensor& t) {
+  TANDEM_CHECK(t.dtype() == DType::kFloat32)
+      << op << ": " << name << " is " << DTypeName(t.dtype()) << " "
+      << ShapeToString(t.shape()) << ", expected float32";
+}
+
 void CheckSameNumel(const char* op, const Tensor& a, const Tensor& b) {
   TANDEM_CHECK(a.numel() == b.numel())
       << op << ": shapes " << ShapeToString(a.shape()) << " and "
@@ -39,8 +54,7 @@ void CheckSameNumel(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void CheckMatrix(const char* op, const char* name, const Tensor& t) {
-  TANDEM_CHECK(t.rank() == 2) << op << ": " << name
-                              << " must be 2-D, got shape "
+  TANDEM_CHECK(t.rank() == 2) << op << ": " << name << " must be 2-D, got shape "
                               << ShapeToString(t.shape());
 }
 
@@ -53,6 +67,7 @@ void CheckRowsAndBias(const char* op, const Tensor& x, const Tensor& bias) {
 
 void CheckLabels(const char* op, const Tensor& logits, const Tensor& labels) {
   CheckMatrix(op, "logits", logits);
+  CheckFloat32(op, "labels", labels);
   TANDEM_CHECK(labels.numel() == logits.dim(0))
       << op << ": " << labels.numel() << " labels for " << logits.dim(0)
       << " rows of logits " << ShapeToString(logits.shape());
@@ -61,33 +76,37 @@ void CheckLabels(const char* op, const Tensor& logits, const Tensor& labels) {
 void CheckScalar(const char* op, const Tensor& t) {
   TANDEM_CHECK(t.numel() == 1) << op << ": output must have one element, got "
                                << ShapeToString(t.shape());
+  CheckFloat32(op, "the output", t);
 }
 
-}  // namespace
+Ptr OptionalPtr(const Tensor* t) { return t != nullptr ? t->ptr() : Ptr{}; }
 
-namespace {
 struct GemmSizes {
   int64_t m, n, k;
 };
 // Checks a Gemm's operands and its output (`out_name` in errors), and
 // returns op(a)'s [m, k] and op(b)'s n.
-GemmSizes CheckGemm(const Tensor& a, bool trans_a, const Tensor& b,
-                    bool trans_b, const Tensor& out, const char* out_name) {
+GemmSizes CheckGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                    const Tensor& out, const char* out_name) {
   CheckMatrix("Gemm", "a", a);
   CheckMatrix("Gemm", "b", b);
   CheckMatrix("Gemm", out_name, out);
+  CheckSameDType("Gemm", "a", a, "b", b);
+  TANDEM_CHECK(a.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat32)
+      << "Gemm: float32 a and b give a float32 result, but " << out_name << " is "
+      << DTypeName(out.dtype());
   const int64_t m = trans_a ? a.dim(1) : a.dim(0);
   const int64_t k = trans_a ? a.dim(0) : a.dim(1);
   const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
   const int64_t n = trans_b ? b.dim(0) : b.dim(1);
-  TANDEM_CHECK(k == kb) << "Gemm: op(a) is [" << m << ", " << k
-                        << "] but op(b) is [" << kb << ", " << n
-                        << "]: inner dimensions differ";
+  TANDEM_CHECK(k == kb) << "Gemm: op(a) is [" << m << ", " << k << "] but op(b) is [" << kb
+                        << ", " << n << "]: inner dimensions differ";
   TANDEM_CHECK(out.dim(0) == m && out.dim(1) == n)
-      << "Gemm: " << out_name << " is " << ShapeToString(out.shape())
-      << ", expected [" << m << ", " << n << "]";
+      << "Gemm: " << out_name << " is " << ShapeToString(out.shape()) << ", expected [" << m
+      << ", " << n << "]";
   return {m, n, k};
 }
+
 }  // namespace
 
 void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
@@ -98,36 +117,44 @@ void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool
   TANDEM_CHECK(c->shape() == d.shape())
       << "Gemm: c is " << ShapeToString(c->shape()) << " but d is "
       << ShapeToString(d.shape());
-  TANDEM_CHECK(o.bias == nullptr || o.bias->numel() == s.n)
-      << "Gemm: bias " << ShapeToString(o.bias->shape()) << " for " << s.n
-      << " columns";
+  CheckSameDType("Gemm", "c", *c, "d", d);
+  if (o.bias != nullptr) {
+    TANDEM_CHECK(o.bias->numel() == s.n)
+        << "Gemm: bias " << ShapeToString(o.bias->shape()) << " for " << s.n << " columns";
+    CheckSameDType("Gemm", "bias", *o.bias, "d", d);
+  }
   if (s.m == 0 || s.n == 0) return;
-  GemmEpilogue epilogue;
-  epilogue.bias = o.bias ? o.bias->data() : nullptr;
-  epilogue.activation = o.activation;
-  lane.backend().GemmEx(lane, trans_a, trans_b, s.m, s.n, s.k, o.alpha, a.data(),
-                     b.data(), o.beta, c->data(), d.data(), epilogue);
+  GemmSpec spec;
+  spec.bias = OptionalPtr(o.bias);
+  spec.activation = o.activation;
+  spec.tf32 = o.tf32;
+  lane.backend().Gemm(lane, trans_a, trans_b, s.m, s.n, s.k, o.alpha, a.ptr(), b.ptr(),
+                      o.beta, c->ptr(), d.ptr(), spec);
 }
 
 void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
           Tensor& c, float alpha, float beta) {
-  CheckOperands("Gemm", lane, {&a, &b, &c});
-  const GemmSizes s = CheckGemm(a, trans_a, b, trans_b, c, "c");
-  if (s.m == 0 || s.n == 0) return;
-  lane.backend().Gemm(lane, trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), b.data(),
-                   beta, c.data());
+  GemmOptions o;
+  o.alpha = alpha;
+  o.beta = beta;
+  Gemm(lane, a, trans_a, b, trans_b, c, o);
 }
 
-void BiasActivation(const Lane& lane, Activation activation, const Tensor& x, const Tensor& bias,
-                    Tensor* pre, Tensor& out) {
-  CheckOperands("BiasActivation", lane, {&x, &bias, pre, &out});
-  CheckRowsAndBias("BiasActivation", x, bias);
-  CheckSameNumel("BiasActivation", x, out);
-  if (pre != nullptr) CheckSameNumel("BiasActivation", x, *pre);
+void BiasActivation(const Lane& lane, Activation activation, const Tensor& x,
+                    const Tensor& bias, Tensor* pre, Tensor& out) {
+  const char* op = "BiasActivation";
+  CheckOperands(op, lane, {&x, &bias, pre, &out});
+  CheckRowsAndBias(op, x, bias);
+  CheckSameNumel(op, x, out);
+  CheckSameDType(op, "x", x, "out", out);
+  CheckSameDType(op, "x", x, "bias", bias);
+  if (pre != nullptr) {
+    CheckSameNumel(op, x, *pre);
+    CheckSameDType(op, "x", x, "pre", *pre);
+  }
   if (x.numel() == 0) return;
-  lane.backend().BiasActivation(lane, activation, x.data(), bias.data(),
-                               pre ? pre->data() : nullptr, out.data(),
-                               x.dim(0), x.dim(1));
+  lane.backend().BiasActivation(lane, activation, x.ptr(), bias.ptr(), OptionalPtr(pre),
+                                out.ptr(), x.dim(0), x.dim(1));
 }
 
 void AddBias(const Lane& lane, Tensor& x, const Tensor& bias) {
@@ -141,8 +168,7 @@ void ColumnSums(const Lane& lane, const Tensor& x, Tensor& out, float beta, floa
       << "ColumnSums: out " << ShapeToString(out.shape()) << " for x "
       << ShapeToString(x.shape());
   if (out.numel() == 0) return;
-  lane.backend().ColumnSums(lane, x.data(), x.dim(0), x.dim(1), alpha, beta,
-                           out.data());
+  lane.backend().ColumnSums(lane, x.ptr(), x.dim(0), x.dim(1), alpha, beta, out.ptr());
 }
 
 namespace {
@@ -151,8 +177,10 @@ void BinaryOpChecked(const Lane& lane, const char* name, BinaryOp op, const Tens
   CheckOperands(name, lane, {&a, &b, &out});
   CheckSameNumel(name, a, b);
   CheckSameNumel(name, a, out);
+  CheckSameDType(name, "a", a, "b", b);
+  CheckSameDType(name, "a", a, "out", out);
   if (a.numel() == 0) return;
-  lane.backend().Binary(lane, op, a.data(), b.data(), out.data(), a.numel());
+  lane.backend().Binary(lane, op, a.ptr(), b.ptr(), out.ptr(), a.numel());
 }
 }  // namespace
 
@@ -170,44 +198,65 @@ void Axpy(const Lane& lane, float alpha, const Tensor& x, Tensor& y) {
   CheckOperands("Axpy", lane, {&x, &y});
   CheckSameNumel("Axpy", x, y);
   if (x.numel() == 0) return;
-  lane.backend().Axpy(lane, alpha, x.data(), y.data(), x.numel());
+  lane.backend().Axpy(lane, alpha, x.ptr(), y.ptr(), x.numel());
 }
 
 void Scale(const Lane& lane, Tensor& x, float alpha) {
   CheckOperands("Scale", lane, {&x});
   if (x.numel() == 0) return;
-  lane.backend().Scale(lane, alpha, x.data(), x.numel());
+  lane.backend().Scale(lane, alpha, x.ptr(), x.numel());
 }
 
 void Fill(const Lane& lane, Tensor& x, float value) {
   CheckOperands("Fill", lane, {&x});
   if (x.numel() == 0) return;
-  lane.backend().Fill(lane, value, x.data(), x.numel());
+  lane.backend().Fill(lane, value, x.ptr(), x.numel());
+}
+
+void Cast(const Lane& lane, const Tensor& src, Tensor& dst) {
+  CheckOperands("Cast", lane, {&src, &dst});
+  CheckSameNumel("Cast", src, dst);
+  if (src.numel() == 0) return;
+  lane.backend().Cast(lane, src.ptr(), dst.ptr(), src.numel());
+}
+
+Tensor ToDType(const Lane& lane, const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
+  Cast(lane, t, cast);
+  return cast;
 }
 
 void ActivationForward(const Lane& lane, Activation activation, const Tensor& x, Tensor& y) {
   CheckOperands("ActivationForward", lane, {&x, &y});
   CheckSameNumel("ActivationForward", x, y);
+  CheckSameDType("ActivationForward", "x", x, "y", y);
   if (x.numel() == 0) return;
-  lane.backend().ActivationForward(lane, activation, x.data(), y.data(), x.numel());
+  lane.backend().ActivationForward(lane, activation, x.ptr(), y.ptr(), x.numel());
 }
 
 void ActivationBackward(const Lane& lane, Activation activation, const Tensor& x,
                         const Tensor& dy, Tensor& dx, bool accumulate) {
-  CheckOperands("ActivationBackward", lane, {&x, &dy, &dx});
-  CheckSameNumel("ActivationBackward", x, dy);
-  CheckSameNumel("ActivationBackward", x, dx);
+  const char* op = "ActivationBackward";
+  CheckOperands(op, lane, {&x, &dy, &dx});
+  CheckSameNumel(op, x, dy);
+  CheckSameNumel(op, x, dx);
+  CheckSameDType(op, "dy", dy, "dx", dx);
   if (x.numel() == 0) return;
-  lane.backend().ActivationBackward(lane, activation, x.data(), dy.data(), dx.data(),
-                                  x.numel(), accumulate);
+  lane.backend().ActivationBackward(lane, activation, x.ptr(), dy.ptr(), dx.ptr(),
+                                    x.numel(), accumulate);
 }
 
 void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits, const Tensor& labels,
                          Tensor& loss, Tensor* dlogits, float normalizer) {
-  CheckOperands("SoftmaxCrossEntropy", lane, {&logits, &labels, &loss, dlogits});
-  CheckLabels("SoftmaxCrossEntropy", logits, labels);
-  CheckScalar("SoftmaxCrossEntropy", loss);
-  if (dlogits) CheckSameNumel("SoftmaxCrossEntropy", logits, *dlogits);
+  const char* op = "SoftmaxCrossEntropy";
+  CheckOperands(op, lane, {&logits, &labels, &loss, dlogits});
+  CheckLabels(op, logits, labels);
+  CheckScalar(op, loss);
+  if (dlogits) {
+    CheckSameNumel(op, logits, *dlogits);
+    CheckSameDType(op, "logits", logits, "dlogits", *dlogits);
+  }
   TANDEM_CHECK(logits.dim(1) > 0) << "SoftmaxCrossEntropy: no classes in logits "
                                   << ShapeToString(logits.shape());
   if (normalizer <= 0.f) normalizer = static_cast<float>(logits.dim(0));
@@ -215,38 +264,40 @@ void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits, const Tensor& l
     Fill(lane, loss, 0.f);
     return;
   }
-  lane.backend().SoftmaxCrossEntropy(lane, logits.data(), labels.data(),
-                                     logits.dim(0), logits.dim(1), normalizer,
-                                     loss.data(),
-                                     dlogits ? dlogits->data() : nullptr);
+  lane.backend().SoftmaxCrossEntropy(lane, logits.ptr(), labels.data(), logits.dim(0),
+                                     logits.dim(1), normalizer, loss.data(),
+                                     OptionalPtr(dlogits));
 }
 
-void Mse(const Lane& lane, const Tensor& pred, const Tensor& target, Tensor& loss, Tensor* dpred,
-         float normalizer) {
+void Mse(const Lane& lane, const Tensor& pred, const Tensor& target, Tensor& loss,
+         Tensor* dpred, float normalizer) {
   CheckOperands("Mse", lane, {&pred, &target, &loss, dpred});
   TANDEM_CHECK(pred.shape() == target.shape())
       << "Mse: prediction " << ShapeToString(pred.shape()) << " and target "
       << ShapeToString(target.shape()) << " differ";
   CheckScalar("Mse", loss);
-  if (dpred) CheckSameNumel("Mse", pred, *dpred);
+  if (dpred) {
+    CheckSameNumel("Mse", pred, *dpred);
+    CheckSameDType("Mse", "pred", pred, "dpred", *dpred);
+  }
   if (normalizer <= 0.f) normalizer = static_cast<float>(pred.numel());
   if (pred.numel() == 0) {
     Fill(lane, loss, 0.f);
     return;
   }
-  lane.backend().Mse(lane, pred.data(), target.data(), pred.numel(), normalizer,
-                     loss.data(), dpred ? dpred->data() : nullptr);
+  lane.backend().Mse(lane, pred.ptr(), target.ptr(), pred.numel(), normalizer, loss.data(),
+                     OptionalPtr(dpred));
 }
 
 void Argmax(const Lane& lane, const Tensor& x, Tensor& out) {
   CheckOperands("Argmax", lane, {&x, &out});
   CheckMatrix("Argmax", "x", x);
+  CheckFloat32("Argmax", "out", out);
   TANDEM_CHECK(out.numel() == x.dim(0))
-      << "Argmax: out " << ShapeToString(out.shape()) << " for x "
-      << ShapeToString(x.shape());
+      << "Argmax: out " << ShapeToString(out.shape()) << " for x " << ShapeToString(x.shape());
   TANDEM_CHECK(x.dim(1) > 0) << "Argmax of rows with no columns";
   if (x.dim(0) == 0) return;
-  lane.backend().Argmax(lane, x.data(), x.dim(0), x.dim(1), out.data());
+  lane.backend().Argmax(lane, x.ptr(), x.dim(0), x.dim(1), out.data());
 }
 
 void CountCorrect(const Lane& lane, const Tensor& logits, const Tensor& labels, Tensor& out) {
@@ -257,16 +308,15 @@ void CountCorrect(const Lane& lane, const Tensor& logits, const Tensor& labels, 
     Fill(lane, out, 0.f);
     return;
   }
-  lane.backend().CountCorrect(lane, logits.data(), labels.data(), logits.dim(0),
-                             logits.dim(1), out.data());
+  lane.backend().CountCorrect(lane, logits.ptr(), labels.data(), logits.dim(0),
+                              logits.dim(1), out.data());
 }
 
 void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset, Tensor& mask) {
   CheckOperands("DropoutMask", lane, {&mask});
-  TANDEM_CHECK(p >= 0.f && p < 1.f) << "DropoutMask: p must be in [0, 1), got "
-                                    << p;
+  TANDEM_CHECK(p >= 0.f && p < 1.f) << "DropoutMask: p must be in [0, 1), got " << p;
   if (mask.numel() == 0) return;
-  lane.backend().DropoutMask(lane, p, seed, offset, mask.data(), mask.numel());
+  lane.backend().DropoutMask(lane, p, seed, offset, mask.ptr(), mask.numel());
 }
 
 void TrackNonFinite(const Lane& lane, const Tensor& loss, int64_t step, Tensor& first_bad) {
@@ -278,29 +328,41 @@ void TrackNonFinite(const Lane& lane, const Tensor& loss, int64_t step, Tensor& 
   lane.backend().TrackNonFinite(lane, loss.data(), step, first_bad.data());
 }
 
+namespace {
+// The optimizer state of an update: float32, the parameter's size.
+void CheckUpdate(const char* op, const Tensor& param, const Tensor& grad,
+                 std::initializer_list<const Tensor*> state, const Tensor* working) {
+  CheckFloat32(op, "the parameter", param);
+  CheckSameNumel(op, param, grad);
+  for (const Tensor* s : state) {
+    if (s == nullptr) continue;
+    CheckFloat32(op, "the optimizer state", *s);
+    CheckSameNumel(op, param, *s);
+  }
+  if (working != nullptr) CheckSameNumel(op, param, *working);
+}
+}  // namespace
+
 void SgdUpdate(const Lane& lane, const SgdParams& params, Tensor& param, const Tensor& grad,
-               Tensor* velocity) {
-  CheckOperands("SgdUpdate", lane, {&param, &grad, velocity});
-  CheckSameNumel("SgdUpdate", param, grad);
+               Tensor* velocity, Tensor* working) {
+  CheckOperands("SgdUpdate", lane, {&param, &grad, velocity, working});
   TANDEM_CHECK(params.momentum == 0.f || velocity != nullptr)
       << "SgdUpdate: momentum " << params.momentum << " needs a velocity buffer";
-  if (velocity) CheckSameNumel("SgdUpdate", param, *velocity);
+  CheckUpdate("SgdUpdate", param, grad, {velocity}, working);
   if (param.numel() == 0) return;
-  lane.backend().SgdUpdate(lane, params, param.data(), grad.data(),
-                            velocity ? velocity->data() : nullptr,
-                            param.numel());
+  lane.backend().SgdUpdate(lane, params, param.data(), grad.ptr(),
+                           velocity ? velocity->data() : nullptr, OptionalPtr(working),
+                           param.numel());
 }
 
 void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step, Tensor& param,
-                 const Tensor& grad, Tensor& m, Tensor& v) {
-  CheckOperands("AdamWUpdate", lane, {&param, &grad, &m, &v});
-  CheckSameNumel("AdamWUpdate", param, grad);
-  CheckSameNumel("AdamWUpdate", param, m);
-  CheckSameNumel("AdamWUpdate", param, v);
+                 const Tensor& grad, Tensor& m, Tensor& v, Tensor* working) {
+  CheckOperands("AdamWUpdate", lane, {&param, &grad, &m, &v, working});
+  CheckUpdate("AdamWUpdate", param, grad, {&m, &v}, working);
   TANDEM_CHECK(step >= 1) << "AdamWUpdate: step counts from 1, got " << step;
   if (param.numel() == 0) return;
-  lane.backend().AdamWUpdate(lane, params, step, param.data(), grad.data(), m.data(),
-                              v.data(), param.numel());
+  lane.backend().AdamWUpdate(lane, params, step, param.data(), grad.ptr(), m.data(),
+                             v.data(), OptionalPtr(working), param.numel());
 }
 
 void WaitFor(const Lane& waiter, const Lane& producer) {

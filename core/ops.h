@@ -14,6 +14,11 @@
 // Errors name the op and the shapes, e.g.
 //   "Gemm: op(a) is [64, 200] but op(b) is [256, 128]: inner dimensions differ"
 //
+// Dtypes: float32 and bfloat16 (core/dtype.h). Each op says which operands
+// must share a dtype; errors name the op, the operands and their dtypes.
+// Arithmetic runs in float32 and rounds each result once; losses, softmax
+// and reductions keep float32 (their scalar outputs are float32).
+//
 // Aliasing: an output may be the same tensor as an input of the same shape
 // in the element-wise ops (Add, Sub, Mul, Axpy, Scale, ActivationForward,
 // ActivationBackward, BiasActivation's x and out, the updates' param); GEMM
@@ -49,6 +54,8 @@ struct GemmOptions {
   const Tensor* c = nullptr;     // what beta scales, [m, n]; null: d
   const Tensor* bias = nullptr;  // [n], added to every row; null: none
   Activation activation = Activation::kIdentity;
+  // float32 operands: TF32 tensor cores on GPUs that have them.
+  bool tf32 = false;
 };
 void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b,
           bool trans_b, Tensor& d, const GemmOptions& options);
@@ -68,6 +75,11 @@ void Mul(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out);
 void Axpy(const Lane& lane, float alpha, const Tensor& x, Tensor& y);
 void Scale(const Lane& lane, Tensor& x, float alpha);
 void Fill(const Lane& lane, Tensor& x, float value);
+// dst = src in dst's dtype (same numel; float32 <-> bfloat16 rounds to
+// nearest even).
+void Cast(const Lane& lane, const Tensor& src, Tensor& dst);
+// `t` itself when it has `dtype`, else a new tensor holding it cast.
+Tensor ToDType(const Lane& lane, const Tensor& t, DType dtype);
 void ActivationForward(const Lane& lane, Activation activation,
                        const Tensor& x, Tensor& y);
 // dx = dy * act'(x), or += when accumulate.
@@ -97,10 +109,14 @@ void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
 // NaN or infinite. Steps must be < 2^24 to be exact in a float.
 void TrackNonFinite(const Lane& lane, const Tensor& loss, int64_t step,
                     Tensor& first_bad);
+// Updates of a float32 parameter from a float32 or bfloat16 gradient, with
+// float32 state; `working` (optional) receives the updated values in its
+// own dtype, in the same pass (a mixed-precision layer's bfloat16 copy).
 void SgdUpdate(const Lane& lane, const SgdParams& params, Tensor& param,
-               const Tensor& grad, Tensor* velocity);
+               const Tensor& grad, Tensor* velocity, Tensor* working = nullptr);
 void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
-                 Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+                 Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                 Tensor* working = nullptr);
 
 // The same ops on the main lane of their output's device.
 inline Lane MainLaneOf(const Tensor& t) { return t.backend().main_lane(); }
@@ -138,6 +154,8 @@ inline void Axpy(float alpha, const Tensor& x, Tensor& y) {
 }
 inline void Scale(Tensor& x, float alpha) { Scale(MainLaneOf(x), x, alpha); }
 inline void Fill(Tensor& x, float value) { Fill(MainLaneOf(x), x, value); }
+inline void Cast(const Tensor& src, Tensor& dst) { Cast(MainLaneOf(dst), src, dst); }
+inline Tensor ToDType(const Tensor& t, DType dtype) { return ToDType(MainLaneOf(t), t, dtype); }
 inline void ActivationForward(Activation activation, const Tensor& x,
                               Tensor& y) {
   ActivationForward(MainLaneOf(y), activation, x, y);
@@ -172,12 +190,14 @@ inline void TrackNonFinite(const Tensor& loss, int64_t step,
   TrackNonFinite(MainLaneOf(first_bad), loss, step, first_bad);
 }
 inline void SgdUpdate(const SgdParams& params, Tensor& param,
-                      const Tensor& grad, Tensor* velocity) {
-  SgdUpdate(MainLaneOf(param), params, param, grad, velocity);
+                      const Tensor& grad, Tensor* velocity,
+                      Tensor* working = nullptr) {
+  SgdUpdate(MainLaneOf(param), params, param, grad, velocity, working);
 }
 inline void AdamWUpdate(const AdamWParams& params, int64_t step, Tensor& param,
-                        const Tensor& grad, Tensor& m, Tensor& v) {
-  AdamWUpdate(MainLaneOf(param), params, step, param, grad, m, v);
+                        const Tensor& grad, Tensor& m, Tensor& v,
+                        Tensor* working = nullptr) {
+  AdamWUpdate(MainLaneOf(param), params, step, param, grad, m, v, working);
 }
 
 }  // namespace ops

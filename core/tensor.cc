@@ -43,20 +43,16 @@ void CheckShape(const Shape& shape) {
 }
 }  // namespace
 
-Storage::Storage(Device device, int64_t num_elements)
-    : device_(device),
-      num_elements_(num_elements),
-      context_(SharedBackend(device)) {
-  data_ = static_cast<float*>(context_->allocator().Allocate(
-      static_cast<size_t>(num_elements) * sizeof(float)));
+Storage::Storage(Device device, size_t bytes)
+    : device_(device), bytes_(bytes), context_(SharedBackend(device)) {
+  data_ = static_cast<char*>(context_->allocator().Allocate(bytes));
 }
 
-Storage::Storage(Device device, int64_t num_elements, float* data,
-                 std::function<void()> release)
+Storage::Storage(Device device, size_t bytes, void* data, std::function<void()> release)
     : device_(device),
-      num_elements_(num_elements),
+      bytes_(bytes),
       context_(SharedBackend(device)),
-      data_(data),
+      data_(static_cast<char*>(data)),
       release_(std::move(release)) {}
 
 Storage::~Storage() {
@@ -64,51 +60,54 @@ Storage::~Storage() {
     release_();
     return;
   }
-  context_->allocator().Free(
-      data_, static_cast<size_t>(num_elements_) * sizeof(float));
+  context_->allocator().Free(data_, bytes_);
 }
 
-Tensor::Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape)
-    : storage_(std::move(storage)), offset_(offset), shape_(std::move(shape)) {}
+Tensor::Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, DType dtype)
+    : storage_(std::move(storage)), offset_(offset), shape_(std::move(shape)), dtype_(dtype) {}
 
-Tensor Tensor::Empty(const Shape& shape, Device device) {
+Tensor Tensor::Empty(const Shape& shape, Device device, DType dtype) {
   CheckShape(shape);
-  return Tensor(std::make_shared<Storage>(device, NumElements(shape)), 0,
-                shape);
+  const size_t bytes = static_cast<size_t>(NumElements(shape)) * SizeOf(dtype);
+  return Tensor(std::make_shared<Storage>(device, bytes), 0, shape, dtype);
 }
 
-Tensor Tensor::Wrap(float* data, const Shape& shape, Device device,
-                    std::function<void()> release) {
+Tensor Tensor::Wrap(void* data, const Shape& shape, Device device,
+                    std::function<void()> release, DType dtype) {
   CheckShape(shape);
   TANDEM_CHECK(release) << "Tensor::Wrap of " << ShapeToString(shape)
                         << " on " << device << " needs a release callback";
-  return Tensor(std::make_shared<Storage>(device, NumElements(shape), data,
-                                          std::move(release)),
-                0, shape);
+  const size_t bytes = static_cast<size_t>(NumElements(shape)) * SizeOf(dtype);
+  return Tensor(std::make_shared<Storage>(device, bytes, data, std::move(release)), 0,
+                shape, dtype);
 }
 
-Tensor Tensor::Zeros(const Shape& shape, Device device) {
-  return Full(shape, 0.f, device);
+Tensor Tensor::Zeros(const Shape& shape, Device device, DType dtype) {
+  return Full(shape, 0.f, device, dtype);
 }
 
-Tensor Tensor::Full(const Shape& shape, float value, Device device) {
-  Tensor t = Empty(shape, device);
+Tensor Tensor::Full(const Shape& shape, float value, Device device, DType dtype) {
+  Tensor t = Empty(shape, device, dtype);
   Backend& backend = t.backend();
-  if (t.numel() > 0) backend.Fill(backend.main_lane(), value, t.data(), t.numel());
+  if (t.numel() > 0) backend.Fill(backend.main_lane(), value, t.ptr(), t.numel());
   return t;
 }
 
 Tensor Tensor::FromVector(const std::vector<float>& values, const Shape& shape,
-                          Device device) {
-  Tensor t = Empty(shape, device);
+                          Device device, DType dtype) {
+  Tensor t = Empty(shape, device, dtype);
   TANDEM_CHECK(static_cast<int64_t>(values.size()) == t.numel())
       << "FromVector got " << values.size() << " values for shape "
       << ShapeToString(shape) << " (" << t.numel() << " elements)";
+  if (t.numel() == 0) return t;
   Backend& backend = t.backend();
-  if (t.numel() > 0) {
-    backend.CopyHostToDevice(backend.main_lane(), values.data(), t.data(),
-                             t.numel() * sizeof(float));
+  if (dtype == DType::kFloat32) {
+    backend.CopyHostToDevice(backend.main_lane(), values.data(), t.raw_data(), t.bytes());
+    return t;
   }
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i] = FloatToBFloat16Bits(values[i]);
+  backend.CopyHostToDevice(backend.main_lane(), bits.data(), t.raw_data(), t.bytes());
   return t;
 }
 
@@ -129,9 +128,16 @@ Backend& Tensor::backend() const {
   return storage_->backend();
 }
 
-float* Tensor::data() const {
+void* Tensor::raw_data() const {
   TANDEM_CHECK(defined(), "use of an undefined tensor");
-  return storage_->data() + offset_;
+  return storage_->data() + static_cast<size_t>(offset_) * SizeOf(dtype_);
+}
+
+float* Tensor::data() const {
+  TANDEM_CHECK(dtype_ == DType::kFloat32)
+      << "data() of a " << DTypeName(dtype_) << " tensor " << ShapeToString(shape_)
+      << ": it gives float32 elements; use raw_data() (or ops::Cast to float32)";
+  return static_cast<float*>(raw_data());
 }
 
 Tensor Tensor::Slice(int64_t begin, int64_t end) const {
@@ -142,7 +148,7 @@ Tensor Tensor::Slice(int64_t begin, int64_t end) const {
   Shape shape = shape_;
   shape[0] = end - begin;
   const int64_t row = shape_[0] == 0 ? 0 : numel() / shape_[0];
-  return Tensor(storage_, offset_ + begin * row, shape);
+  return Tensor(storage_, offset_ + begin * row, shape, dtype_);
 }
 
 Tensor Tensor::Reshape(const Shape& shape) const {
@@ -150,18 +156,18 @@ Tensor Tensor::Reshape(const Shape& shape) const {
   TANDEM_CHECK(NumElements(shape) == numel())
       << "cannot reshape " << ShapeToString(shape_) << " to "
       << ShapeToString(shape);
-  return Tensor(storage_, offset_, shape);
+  return Tensor(storage_, offset_, shape, dtype_);
 }
 
 Tensor Tensor::Clone() const {
-  Tensor copy = Empty(shape_, device());
+  Tensor copy = Empty(shape_, device(), dtype_);
   copy.CopyFrom(*this);
   return copy;
 }
 
 Tensor Tensor::To(Device target) const {
   if (target == device()) return *this;
-  Tensor copy = Empty(shape_, target);
+  Tensor copy = Empty(shape_, target, dtype_);
   copy.CopyFrom(*this);
   return copy;
 }
@@ -175,7 +181,10 @@ void Tensor::CopyFrom(const Tensor& src, const Lane& lane) {
   TANDEM_CHECK(src.numel() == numel())
       << "CopyFrom: source " << ShapeToString(src.shape()) << " and destination "
       << ShapeToString(shape_) << " differ in size";
-  const size_t bytes = static_cast<size_t>(numel()) * sizeof(float);
+  TANDEM_CHECK(src.dtype() == dtype_)
+      << "CopyFrom: source is " << DTypeName(src.dtype()) << " but destination "
+      << DTypeName(dtype_) << " (ops::Cast converts)";
+  const size_t bytes = this->bytes();
   if (bytes == 0) return;
   const Device from = src.device();
   const Device to = device();
@@ -184,18 +193,18 @@ void Tensor::CopyFrom(const Tensor& src, const Lane& lane) {
       << "CopyFrom from " << from << " to " << to << " on " << lane.Describe()
       << ": the lane must belong to " << lane_device;
   if (from == to) {
-    lane.backend().CopyDeviceToDevice(lane, src.data(), data(), bytes);
+    lane.backend().CopyDeviceToDevice(lane, src.raw_data(), raw_data(), bytes);
   } else if (from.is_cpu()) {
-    lane.backend().CopyHostToDevice(lane, src.data(), data(), bytes);
+    lane.backend().CopyHostToDevice(lane, src.raw_data(), raw_data(), bytes);
   } else if (to.is_cpu()) {
-    lane.backend().CopyDeviceToHost(lane, src.data(), data(), bytes);
+    lane.backend().CopyDeviceToHost(lane, src.raw_data(), raw_data(), bytes);
   } else {
     // Between two GPUs: through the host, correct if not fast. Pipeline
     // stages use peer copies on lanes instead (Backend::CopyFromPeer).
-    std::vector<float> host(numel());
+    std::vector<char> host(bytes);
     Backend& source = src.backend();
-    source.CopyDeviceToHost(source.main_lane(), src.data(), host.data(), bytes);
-    lane.backend().CopyHostToDevice(lane, host.data(), data(), bytes);
+    source.CopyDeviceToHost(source.main_lane(), src.raw_data(), host.data(), bytes);
+    lane.backend().CopyHostToDevice(lane, host.data(), raw_data(), bytes);
   }
 }
 
@@ -203,17 +212,20 @@ std::vector<float> Tensor::ToVector() const {
   std::vector<float> host(numel());
   if (host.empty()) return host;
   Backend& b = backend();
-  b.CopyDeviceToHost(b.main_lane(), data(), host.data(), host.size() * sizeof(float));
+  if (dtype_ == DType::kFloat32) {
+    b.CopyDeviceToHost(b.main_lane(), raw_data(), host.data(), bytes());
+    return host;
+  }
+  std::vector<uint16_t> bits(host.size());
+  b.CopyDeviceToHost(b.main_lane(), raw_data(), bits.data(), bytes());
+  for (size_t i = 0; i < bits.size(); ++i) host[i] = BFloat16BitsToFloat(bits[i]);
   return host;
 }
 
 float Tensor::Item() const {
   TANDEM_CHECK(numel() == 1) << "Item() of a tensor of shape "
                              << ShapeToString(shape_);
-  float value = 0.f;
-  Backend& b = backend();
-  b.CopyDeviceToHost(b.main_lane(), data(), &value, sizeof(float));
-  return value;
+  return ToVector()[0];
 }
 
 }  // namespace tandem

@@ -1,4 +1,4 @@
-// Tensor: a float32, N-d, contiguous array on a Device.
+// Tensor: an N-d, contiguous array of float32 or bfloat16 on a Device.
 //
 // A Tensor is a cheap shared handle: copying it shares the storage, like
 // torch.Tensor. Deep copies are explicit (Clone, To). Slice() makes a view of
@@ -9,6 +9,13 @@
 //   Tensor row = x.Slice(1, 2);                 // [1, 3] view of row 1
 //   Tensor g = x.To(Device::Cuda(0));           // deep copy to the GPU
 //   std::vector<float> back = g.ToVector();     // host copy
+//
+// Every tensor has a dtype (core/dtype.h), float32 unless asked otherwise:
+//
+//   Tensor h = Tensor::Empty({batch, 4096}, device, DType::kBFloat16);
+//   float* wrong = h.data();        // throws: data() is for float32 tensors
+//   void* bytes = h.raw_data();     // any dtype
+//   std::vector<float> v = h.ToVector();   // widened to float on the host
 //
 // Copies and host reads run on the main lane of the tensor's device
 // (core/lane.h): work on other lanes must be ordered before them
@@ -23,6 +30,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/lane.h"
 
 namespace tandem {
@@ -34,28 +42,27 @@ int64_t NumElements(const Shape& shape);
 // "[64, 784]"
 std::string ShapeToString(const Shape& shape);
 
-// Owns one allocation from a device's allocator, and a share of the
-// device's context, which therefore outlives every storage made from it.
+// Owns one allocation of `bytes` from a device's allocator, and a share of
+// the device's context, which therefore outlives every storage made from it.
 class Storage {
  public:
-  Storage(Device device, int64_t num_elements);
+  Storage(Device device, size_t bytes);
   // Memory allocated elsewhere; `release` frees it when the storage dies.
-  Storage(Device device, int64_t num_elements, float* data,
-          std::function<void()> release);
+  Storage(Device device, size_t bytes, void* data, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  float* data() const { return data_; }
-  int64_t num_elements() const { return num_elements_; }
+  char* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   Backend& backend() const { return *context_; }
 
  private:
   Device device_;
-  int64_t num_elements_;
+  size_t bytes_;
   std::shared_ptr<Backend> context_;
-  float* data_;
+  char* data_;
   std::function<void()> release_;  // set for wrapped memory instead
 };
 
@@ -65,18 +72,22 @@ class Tensor {
   Tensor() = default;
 
   // Uninitialised contents.
-  static Tensor Empty(const Shape& shape, Device device = Device::Cpu());
-  static Tensor Zeros(const Shape& shape, Device device = Device::Cpu());
-  static Tensor Full(const Shape& shape, float value,
-                     Device device = Device::Cpu());
-  // Copies `values` (which must hold NumElements(shape) floats) to `device`.
+  static Tensor Empty(const Shape& shape, Device device = Device::Cpu(),
+                      DType dtype = DType::kFloat32);
+  static Tensor Zeros(const Shape& shape, Device device = Device::Cpu(),
+                      DType dtype = DType::kFloat32);
+  static Tensor Full(const Shape& shape, float value, Device device = Device::Cpu(),
+                     DType dtype = DType::kFloat32);
+  // Copies `values` (which must hold NumElements(shape) floats) to `device`,
+  // rounded to `dtype`.
   static Tensor FromVector(const std::vector<float>& values, const Shape& shape,
-                           Device device = Device::Cpu());
-  // A tensor over memory allocated elsewhere (NumElements(shape) floats on
-  // `device`), such as memory a communicator registered; `release` runs
-  // when the last tensor sharing it is gone.
-  static Tensor Wrap(float* data, const Shape& shape, Device device,
-                     std::function<void()> release);
+                           Device device = Device::Cpu(),
+                           DType dtype = DType::kFloat32);
+  // A tensor over memory allocated elsewhere (NumElements(shape) elements of
+  // `dtype` on `device`), such as memory a communicator registered;
+  // `release` runs when the last tensor sharing it is gone.
+  static Tensor Wrap(void* data, const Shape& shape, Device device,
+                     std::function<void()> release, DType dtype = DType::kFloat32);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -84,11 +95,18 @@ class Tensor {
   // dim(-1) is the last dimension.
   int64_t dim(int i) const;
   int64_t numel() const { return NumElements(shape_); }
+  DType dtype() const { return dtype_; }
+  size_t bytes() const { return static_cast<size_t>(numel()) * SizeOf(dtype_); }
   Device device() const;
   Backend& backend() const;
 
-  // Pointer to the first element, in the device's memory.
+  // Pointer to the first element, in the device's memory: float32 tensors
+  // only (throws for another dtype, naming it).
   float* data() const;
+  // Pointer to the first element, whatever the dtype.
+  void* raw_data() const;
+  // The operand as backends take it (core/dtype.h).
+  Ptr ptr() const { return Ptr{raw_data(), dtype_}; }
 
   // Rows [begin, end) along dimension 0, sharing storage.
   Tensor Slice(int64_t begin, int64_t end) const;
@@ -101,15 +119,17 @@ class Tensor {
   Tensor Clone() const;
   // A deep copy on `device` (a shared handle if already there).
   Tensor To(Device device) const;
-  // Copies src's elements into this tensor (same numel; any devices), on
+  // Copies src's elements into this tensor (same numel and dtype; any
+  // devices; ops::Cast converts between dtypes), on
   // the main lane of this tensor's device (of src's when this is on the CPU).
   void CopyFrom(const Tensor& src);
   // The same on `lane`, a lane of this tensor's device (src's when this is
   // on the CPU).
   void CopyFrom(const Tensor& src, const Lane& lane);
-  // A host copy of the elements (waits for the device).
+  // A host copy of the elements, widened to float (waits for the device).
   std::vector<float> ToVector() const;
-  // The single element of a one-element tensor (waits for the device).
+  // The single element of a one-element tensor, as a float (waits for the
+  // device).
   float Item() const;
   // True when both handles view the same elements of the same storage.
   bool SharesStorageWith(const Tensor& other) const {
@@ -117,11 +137,12 @@ class Tensor {
   }
 
  private:
-  Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape);
+  Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, DType dtype);
 
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // in elements
   Shape shape_;
+  DType dtype_ = DType::kFloat32;
 };
 
 }  // namespace tandem

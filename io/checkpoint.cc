@@ -213,6 +213,9 @@ void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer) {
   }
   for (auto& [dropout, offset] : plan.offsets) dropout->set_offset(offset);
   optimizer.set_steps(state.step);
+  // Checkpoints keep float32 masters, whatever the precision that saved them:
+  // a mixed-precision model computes with copies made from them.
+  SyncWorkingCopies(model);
 }
 
 std::vector<uint64_t> RngWords(const Rng& rng) {

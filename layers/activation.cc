@@ -11,7 +11,7 @@ std::string ActivationLayer::Describe() const {
 
 Tensor ActivationLayer::Forward(const Tensor& x) {
   input_ = x;
-  Tensor y = Tensor::Empty(x.shape(), x.device());
+  Tensor y = Tensor::Empty(x.shape(), x.device(), x.dtype());
   ops::ActivationForward(activation_, x, y);
   return y;
 }
@@ -23,7 +23,7 @@ Tensor ActivationLayer::Backward(const Tensor& dy) {
       << "layer '" << Describe() << "' got output gradient "
       << ShapeToString(dy.shape()) << ": expected "
       << ShapeToString(input_.shape());
-  Tensor dx = Tensor::Empty(dy.shape(), dy.device());
+  Tensor dx = Tensor::Empty(dy.shape(), dy.device(), dy.dtype());
   ops::ActivationBackward(activation_, input_, dy, dx);
   return dx;
 }

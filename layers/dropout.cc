@@ -21,10 +21,10 @@ Tensor Dropout::Forward(const Tensor& x) {
     mask_ = Tensor();
     return x;
   }
-  mask_ = Tensor::Empty(x.shape(), x.device());
+  mask_ = Tensor::Empty(x.shape(), x.device(), x.dtype());
   ops::DropoutMask(p_, seed_, offset_, mask_);
   offset_ += static_cast<uint64_t>(x.numel());
-  Tensor y = Tensor::Empty(x.shape(), x.device());
+  Tensor y = Tensor::Empty(x.shape(), x.device(), x.dtype());
   ops::Mul(x, mask_, y);
   return y;
 }
@@ -35,7 +35,7 @@ Tensor Dropout::Backward(const Tensor& dy) {
       << "layer '" << Describe() << "' got output gradient "
       << ShapeToString(dy.shape()) << ": expected "
       << ShapeToString(mask_.shape());
-  Tensor dx = Tensor::Empty(dy.shape(), dy.device());
+  Tensor dx = Tensor::Empty(dy.shape(), dy.device(), dy.dtype());
   ops::Mul(dy, mask_, dx);
   return dx;
 }

@@ -37,7 +37,14 @@ void ZeroGrad(Layer& layer) {
 void MoveTo(Layer& layer, Device device) {
   for (Parameter& p : layer.Parameters()) {
     *p.value = p.value->To(device);
-    *p.grad = Tensor::Zeros(p.value->shape(), device);
+    *p.grad = Tensor::Zeros(p.value->shape(), device, p.grad->dtype());
+    if (p.working != nullptr) *p.working = p.working->To(device);
+  }
+}
+
+void SyncWorkingCopies(Layer& layer) {
+  for (Parameter& p : layer.Parameters()) {
+    if (p.working != nullptr) ops::Cast(*p.value, *p.working);
   }
 }
 

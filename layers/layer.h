@@ -37,10 +37,15 @@ namespace tandem {
 // A named parameter: pointers to the owning layer's value and gradient
 // tensors. Pointers (not copies) so that the framework can re-home both into
 // flat buffers (e.g. the reducer's gradient buckets) by assigning views.
+// A mixed-precision layer (layers/precision.h) computes with a `working`
+// copy in its compute dtype; `value` is then the float32 master, which
+// optimizers update (writing the working copy in the same pass) and
+// checkpoints keep.
 struct Parameter {
   std::string name;
   Tensor* value;
   Tensor* grad;
+  Tensor* working = nullptr;
 };
 
 // How Backward writes parameter gradients.
@@ -56,11 +61,12 @@ enum class GradMode {
 class InBackwardUpdate {
  public:
   virtual ~InBackwardUpdate() = default;
-  // The gradient of `param` is op(a) op(b) [param's shape]. The new value
-  // goes to a second buffer, so the layer may still read `param` on any lane
-  // until its Backward returns; the optimizer's Step makes it current.
+  // The gradient of `param` is op(a) op(b) [param's shape], a GEMM the layer
+  // runs with TF32 tensor cores when `tf32`. The new value goes to a second
+  // buffer, so the layer may still read `param` on any lane until its
+  // Backward returns; the optimizer's Step makes it current.
   virtual void FromGemm(const Lane& lane, Tensor* param, const Tensor& a,
-                        bool trans_a, const Tensor& b, bool trans_b) = 0;
+                        bool trans_a, const Tensor& b, bool trans_b, bool tf32) = 0;
   // The gradient of `param` [cols] is the column sums of x [rows, cols].
   // Updated in place on `lane`: the layer must not read `param` afterwards.
   virtual void FromColumnSums(const Lane& lane, Tensor* param,
@@ -135,6 +141,10 @@ class Layer {
 void ZeroGrad(Layer& layer);
 // Moves parameters (and zeroed gradients) of `layer` to `device`.
 void MoveTo(Layer& layer, Device device);
+// Writes every parameter's value into its working copy (where it has one),
+// on the main lane: after something set the values directly (a checkpoint
+// restored, rank 0's weights broadcast).
+void SyncWorkingCopies(Layer& layer);
 // Total number of parameter elements.
 int64_t ParameterCount(Layer& layer);
 

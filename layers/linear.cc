@@ -58,12 +58,19 @@ Linear::Linear(std::string name, int64_t in_features, int64_t out_features,
   TANDEM_CHECK(in_ > 0 && out_ > 0)
       << "layer '" << name_ << "': Linear sizes must be positive, got " << in_
       << "→" << out_;
+  policy_.precision = options.precision;
   weight_ = Tensor::FromVector(InitialWeights(options.init, in_, out_, rng),
                                {out_, in_}, options.device);
   weight_grad_ = Tensor::Zeros({out_, in_}, options.device);
   if (options.bias) {
     bias_ = Tensor::Zeros({out_}, options.device);
     bias_grad_ = Tensor::Zeros({out_}, options.device);
+  }
+  if (policy_.has_working_copies()) {
+    const DType dtype = policy_.compute_dtype();
+    weight_work_ = Tensor::Empty({out_, in_}, options.device, dtype);
+    if (options.bias) bias_work_ = Tensor::Empty({out_}, options.device, dtype);
+    SyncWorkingCopies(*this);
   }
 }
 
@@ -73,14 +80,27 @@ std::string Linear::Describe() const {
   if (options_.activation != Activation::kIdentity) {
     out << ", " << ActivationName(options_.activation);
   }
+  if (options_.precision != Precision::kFp32) out << ", " << PrecisionName(options_.precision);
   out << ")";
   return out.str();
 }
 
 std::vector<Parameter> Linear::Parameters() {
-  std::vector<Parameter> params = {{name_ + ".weight", &weight_, &weight_grad_}};
-  if (options_.bias) params.push_back({name_ + ".bias", &bias_, &bias_grad_});
+  const bool working = policy_.has_working_copies();
+  std::vector<Parameter> params = {
+      {name_ + ".weight", &weight_, &weight_grad_, working ? &weight_work_ : nullptr}};
+  if (options_.bias) {
+    params.push_back({name_ + ".bias", &bias_, &bias_grad_, working ? &bias_work_ : nullptr});
+  }
   return params;
+}
+
+Tensor Linear::InComputeDType(const Tensor& t) const {
+  const DType dtype = policy_.compute_dtype();
+  if (t.dtype() == dtype) return t;
+  Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
+  ops::Cast(t, cast);
+  return cast;
 }
 
 Tensor Linear::Forward(const Tensor& x) {
@@ -91,27 +111,30 @@ Tensor Linear::Forward(const Tensor& x) {
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
-  input_ = x;
-  Tensor y = Tensor::Empty({x.dim(0), out_}, x.device());
+  // A float32 input (data) is cast to bfloat16 here in bf16 mode.
+  input_ = InComputeDType(x);
+  const DType dtype = policy_.compute_dtype();
+  Tensor y = Tensor::Empty({x.dim(0), out_}, x.device(), dtype);
+  ops::GemmOptions o;
+  o.tf32 = policy_.tf32();
   if (options_.activation == Activation::kIdentity ||
       options_.activation == Activation::kRelu) {
     // One GEMM with the bias and ReLU in its epilogue (cuBLASLt on a GPU).
     // ReLU's gradient needs only the sign of x W^T + b, which the output
     // keeps (relu(z) > 0 exactly when z > 0), so nothing else is stored.
-    ops::GemmOptions o;
-    o.bias = options_.bias ? &bias_ : nullptr;
+    o.bias = options_.bias ? &bias_for_math() : nullptr;
     o.activation = options_.activation;
-    ops::Gemm(x, false, weight_, true, y, o);  // [batch, in] x [out, in]^T
+    ops::Gemm(input_, false, weight_for_math(), true, y, o);  // [batch, in] x [out, in]^T
     if (options_.activation == Activation::kRelu) pre_activation_ = y;
     return y;
   }
-  ops::Gemm(x, false, weight_, true, y);
+  ops::Gemm(input_, false, weight_for_math(), true, y, o);
   // GELU and tanh: keep x W^T + b for the activation's gradient; y gets
   // act() of it.
   pre_activation_ = y;
-  Tensor out = Tensor::Empty(y.shape(), y.device());
+  Tensor out = Tensor::Empty(y.shape(), y.device(), dtype);
   if (options_.bias) {
-    ops::BiasActivation(options_.activation, y, bias_, &pre_activation_, out);
+    ops::BiasActivation(options_.activation, y, bias_for_math(), &pre_activation_, out);
   } else {
     ops::ActivationForward(options_.activation, y, out);
   }
@@ -135,9 +158,14 @@ void Linear::CheckBackward(const Tensor& dy) const {
 }
 
 Tensor Linear::PreActivationGradient(const Lane& lane, const Tensor& dy) {
-  if (options_.activation == Activation::kIdentity) return dy;
-  Tensor dz = Tensor::Empty(dy.shape(), dy.device());
-  ops::ActivationBackward(lane, options_.activation, pre_activation_, dy, dz);
+  Tensor g = dy;
+  if (g.dtype() != policy_.compute_dtype()) {
+    g = Tensor::Empty(dy.shape(), dy.device(), policy_.compute_dtype());
+    ops::Cast(lane, dy, g);
+  }
+  if (options_.activation == Activation::kIdentity) return g;
+  Tensor dz = Tensor::Empty(g.shape(), g.device(), g.dtype());
+  ops::ActivationBackward(lane, options_.activation, pre_activation_, g, dz);
   return dz;
 }
 
@@ -155,12 +183,16 @@ void Linear::ParameterGradients(const BackwardArgs& args) {
   ops::WaitFor(lane, args.lane);  // dz and the input are queued on args.lane
   const Tensor& dz = grad_output_;
   if (args.update != nullptr) {
-    args.update->FromGemm(lane, &weight_, dz, true, input_, false);
+    args.update->FromGemm(lane, &weight_, dz, true, input_, false, policy_.tf32());
     if (options_.bias) args.update->FromColumnSums(lane, &bias_, dz);
     return;
   }
+  // float32 gradients, from bfloat16 operands in bf16 mode.
   const float beta = args.grad_mode == GradMode::kAccumulate ? 1.f : 0.f;
-  ops::Gemm(lane, dz, true, input_, false, weight_grad_, 1.f, beta);  // dz^T x
+  ops::GemmOptions o;
+  o.beta = beta;
+  o.tf32 = policy_.tf32();
+  ops::Gemm(lane, dz, true, input_, false, weight_grad_, o);  // dz^T x
   if (options_.bias) ops::ColumnSums(lane, dz, bias_grad_, beta);
 }
 
@@ -171,8 +203,10 @@ Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   ParameterGradients(args);
   if (args.on_params_ready) args.on_params_ready();
   if (!args.input_grad) return Tensor();
-  Tensor dx = Tensor::Empty(input_.shape(), dy.device());
-  ops::Gemm(args.lane, grad_output_, false, weight_, false, dx);  // dz W
+  Tensor dx = Tensor::Empty(input_.shape(), dy.device(), policy_.compute_dtype());
+  ops::GemmOptions o;
+  o.tf32 = policy_.tf32();
+  ops::Gemm(args.lane, grad_output_, false, weight_for_math(), false, dx, o);  // dz W
   return dx;
 }
 

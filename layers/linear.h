@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "layers/layer.h"
+#include "layers/precision.h"
 
 namespace tandem {
 
@@ -33,6 +34,9 @@ struct LinearOptions {
   Init init = Init::kKaimingUniform;
   bool bias = true;
   Device device = Device::Cpu();
+  // bf16: bfloat16 activations and working copies of the weights, float32
+  // masters and gradients; tf32: TF32 GEMMs (layers/precision.h).
+  Precision precision = Precision::kFp32;
 };
 
 class Linear : public Layer {
@@ -66,14 +70,21 @@ class Linear : public Layer {
   int64_t out_;
   LinearOptions options_;
   void CheckBackward(const Tensor& dy) const;
+  // `t` in the compute dtype (a cast when it is not).
+  Tensor InComputeDType(const Tensor& t) const;
+  // What the GEMMs read: the working copies in bf16, the masters otherwise.
+  const Tensor& weight_for_math() const { return policy_.has_working_copies() ? weight_work_ : weight_; }
+  const Tensor& bias_for_math() const { return policy_.has_working_copies() ? bias_work_ : bias_; }
   // d loss / d (x W^T + b), on `lane`.
   Tensor PreActivationGradient(const Lane& lane, const Tensor& dy);
   // The weight and bias gradients (or updates), on args.param_lane.
   void ParameterGradients(const BackwardArgs& args);
 
-  Tensor weight_, weight_grad_;  // [out, in]
-  Tensor bias_, bias_grad_;      // [out]
-  Tensor input_;                 // [batch, in], from the last Forward
+  PrecisionPolicy policy_;
+  Tensor weight_, weight_grad_;  // [out, in], float32
+  Tensor bias_, bias_grad_;      // [out], float32
+  Tensor weight_work_, bias_work_;  // bf16 working copies (bf16 only)
+  Tensor input_;                 // [batch, in], from the last Forward, compute dtype
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign).
   Tensor pre_activation_;

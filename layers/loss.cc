@@ -12,7 +12,7 @@ Tensor SoftmaxCrossEntropyLoss::Forward(const Tensor& logits,
       << "softmax_cross_entropy: logits must be [batch, classes], got "
       << ShapeToString(logits.shape());
   Tensor loss = Tensor::Empty({1}, logits.device());
-  Tensor grad = Tensor::Empty(logits.shape(), logits.device());
+  Tensor grad = Tensor::Empty(logits.shape(), logits.device(), logits.dtype());
   ops::SoftmaxCrossEntropy(logits, labels, loss, &grad,
                            static_cast<float>(examples));
   grad_ = grad;  // only once the op succeeded: a failed Forward leaves none
@@ -27,7 +27,7 @@ Tensor SoftmaxCrossEntropyLoss::Backward() {
 Tensor MseLoss::Forward(const Tensor& pred, const Tensor& target,
                         int64_t examples) {
   Tensor loss = Tensor::Empty({1}, pred.device());
-  Tensor grad = Tensor::Empty(pred.shape(), pred.device());
+  Tensor grad = Tensor::Empty(pred.shape(), pred.device(), pred.dtype());
   // Mean over all elements: examples x features per example.
   const int64_t rows = pred.rank() > 0 ? pred.dim(0) : 1;
   const int64_t per_example = rows > 0 ? pred.numel() / rows : 0;

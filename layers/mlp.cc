@@ -20,6 +20,7 @@ std::unique_ptr<Sequential> Mlp(const std::vector<int64_t>& sizes,
     linear.activation = last ? Activation::kIdentity : activation;
     linear.init = options.init;
     linear.device = options.device;
+    linear.precision = options.precision;
     model->Emplace<Linear>("fc" + std::to_string(i + 1), sizes[i], sizes[i + 1],
                            rng, linear);
     if (!last && options.dropout > 0.f) {

@@ -27,6 +27,7 @@ struct MlpOptions {
   uint64_t dropout_seed = 0;
   Init init = Init::kKaimingUniform;
   Device device = Device::Cpu();
+  Precision precision = Precision::kFp32;  // every Linear's (layers/precision.h)
 };
 
 // sizes = {in, hidden..., out}; at least {in, out}.

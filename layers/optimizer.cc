@@ -41,41 +41,53 @@ void Optimizer::Step() {
 // SGD inside Backward: see InBackwardUpdate. A weight updated from a GEMM
 // gets its new value in next_[i], written by the GEMM itself
 // (W_next = W - lr op(a) op(b), while the input-gradient GEMM still reads
-// W); Step swaps the two. Others are updated in place.
+// W), and a mixed-precision layer's working copy its new value in
+// next_working_[i], cast on the same lane; Step swaps them in. Others are
+// updated in place, working copies included.
 class Sgd::InBackward : public InBackwardUpdate {
  public:
   explicit InBackward(Sgd& sgd)
-      : sgd_(sgd), next_(sgd.params_.size()), done_(sgd.params_.size(), 0) {}
+      : sgd_(sgd),
+        next_(sgd.params_.size()),
+        next_working_(sgd.params_.size()),
+        done_(sgd.params_.size(), 0) {}
 
   void FromGemm(const Lane& lane, Tensor* param, const Tensor& a, bool trans_a,
-                const Tensor& b, bool trans_b) override {
+                const Tensor& b, bool trans_b, bool tf32) override {
     const size_t i = IndexOf(param);
-    Tensor& next = next_[i];
-    if (!next.defined() || next.device() != param->device()) {
-      next = Tensor::Empty(param->shape(), param->device());
-    }
+    Tensor& next = Buffer(next_[i], *param);
     ops::GemmOptions o;
     o.alpha = -sgd_.options_.lr;
     o.beta = 1.f;
     o.c = param;
+    o.tf32 = tf32;
     ops::Gemm(lane, a, trans_a, b, trans_b, next, o);
+    if (const Tensor* working = sgd_.params_[i].working) {
+      ops::Cast(lane, next, Buffer(next_working_[i], *working));
+    }
     done_[i] = kSwap;
   }
   void FromColumnSums(const Lane& lane, Tensor* param, const Tensor& x) override {
+    const size_t i = IndexOf(param);
     ops::ColumnSums(lane, x, *param, 1.f, -sgd_.options_.lr);
-    done_[IndexOf(param)] = kInPlace;
+    UpdateWorkingInPlace(lane, i);
   }
   void FromGradient(const Lane& lane, Tensor* param, const Tensor& grad) override {
+    const size_t i = IndexOf(param);
     ops::Axpy(lane, -sgd_.options_.lr, grad, *param);
-    done_[IndexOf(param)] = kInPlace;
+    UpdateWorkingInPlace(lane, i);
   }
 
-  // Makes this step's new values current; returns the parameters that were
-  // not updated in Backward.
+  // Makes this step's new values current; returns the parameters not
+  // updated in Backward.
   std::vector<size_t> Finish() {
     std::vector<size_t> left;
     for (size_t i = 0; i < done_.size(); ++i) {
-      if (done_[i] == kSwap) std::swap(*sgd_.params_[i].value, next_[i]);
+      Parameter& p = sgd_.params_[i];
+      if (done_[i] == kSwap) {
+        std::swap(*p.value, next_[i]);
+        if (p.working != nullptr) std::swap(*p.working, next_working_[i]);
+      }
       if (done_[i] == 0) left.push_back(i);
       done_[i] = 0;
     }
@@ -92,9 +104,22 @@ class Sgd::InBackward : public InBackwardUpdate {
                            "hold: build the optimizer over the model's Parameters()";
     return 0;
   }
+  // `buffer`, (re)made like `like` where it is not yet.
+  static Tensor& Buffer(Tensor& buffer, const Tensor& like) {
+    if (!buffer.defined() || buffer.device() != like.device() ||
+        buffer.dtype() != like.dtype()) {
+      buffer = Tensor::Empty(like.shape(), like.device(), like.dtype());
+    }
+    return buffer;
+  }
+  void UpdateWorkingInPlace(const Lane& lane, size_t i) {
+    Parameter& p = sgd_.params_[i];
+    if (p.working != nullptr) ops::Cast(lane, *p.value, *p.working);
+    done_[i] = kInPlace;
+  }
 
   Sgd& sgd_;
-  std::vector<Tensor> next_;
+  std::vector<Tensor> next_, next_working_;
   std::vector<char> done_;
 };
 
@@ -139,7 +164,7 @@ void Sgd::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane)
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
     ops::SgdUpdate(lane, options_, *params_[i].value, *params_[i].grad,
-                   velocity_.empty() ? nullptr : &velocity_[i]);
+                   velocity_.empty() ? nullptr : &velocity_[i], params_[i].working);
   }
 }
 
@@ -175,7 +200,7 @@ void AdamW::UpdateParameters(const std::vector<size_t>& indices, const Lane& lan
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
     ops::AdamWUpdate(lane, options_, step, *params_[i].value, *params_[i].grad, m_[i],
-                     v_[i]);
+                     v_[i], params_[i].working);
   }
 }
 

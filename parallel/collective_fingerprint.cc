@@ -15,7 +15,11 @@ constexpr int64_t kNumKinds = 5;
 // Each int64 travels as four floats of 16 bits each: integers below 2^24 are
 // exact in a float, and no bit pattern can turn into a NaN on the way.
 constexpr int kPieces = 4;
-constexpr int kFloatsPerFingerprint = 3 * kPieces;
+constexpr int kFloatsPerFingerprint = 4 * kPieces;
+
+// FingerprintDType's order.
+const DType kDTypes[] = {DType::kFloat32, DType::kBFloat16};
+constexpr int64_t kNumDTypes = 2;
 
 void Encode(int64_t value, float* out) {
   const uint64_t bits = static_cast<uint64_t>(value);
@@ -32,15 +36,24 @@ int64_t Decode(const float* in) {
   return static_cast<int64_t>(bits);
 }
 
+// "rank 1 called AllReduce #3 (2000 bytes, bfloat16)": bytes and dtype as
+// Collective::Name gives them.
 std::string Describe(const Fingerprint& f, int rank) {
   const char* name = f.kind >= 0 && f.kind < kNumKinds ? kKinds[f.kind] : "?";
-  return "rank " + std::to_string(rank) + " called " + name + " #" +
-         std::to_string(f.sequence) + " (" +
-         std::to_string(f.count * static_cast<int64_t>(sizeof(float))) + " bytes)";
+  std::string text = "rank " + std::to_string(rank) + " called " + name + " #" +
+                     std::to_string(f.sequence) + " (";
+  if (f.dtype < 0 || f.dtype >= kNumDTypes) {
+    return text + std::to_string(f.count) + " elements, dtype " + std::to_string(f.dtype) + ")";
+  }
+  const DType dtype = kDTypes[f.dtype];
+  text += std::to_string(f.count * static_cast<int64_t>(SizeOf(dtype))) + " bytes";
+  if (dtype != DType::kFloat32) text += std::string(", ") + DTypeName(dtype);
+  return text + ")";
 }
 
 bool Same(const Fingerprint& a, const Fingerprint& b) {
-  return a.sequence == b.sequence && a.kind == b.kind && a.count == b.count;
+  return a.sequence == b.sequence && a.kind == b.kind && a.count == b.count &&
+         a.dtype == b.dtype;
 }
 
 }  // namespace
@@ -48,6 +61,13 @@ bool Same(const Fingerprint& a, const Fingerprint& b) {
 int64_t FingerprintKind(const char* kind) {
   for (int64_t i = 0; i < kNumKinds; ++i) {
     if (std::strcmp(kKinds[i], kind) == 0) return i;
+  }
+  return -1;
+}
+
+int64_t FingerprintDType(DType dtype) {
+  for (int64_t i = 0; i < kNumDTypes; ++i) {
+    if (kDTypes[i] == dtype) return i;
   }
   return -1;
 }
@@ -72,11 +92,13 @@ void CheckFingerprint(Communicator& host, const Fingerprint& mine) {
   Encode(mine.sequence, slot);
   Encode(mine.kind, slot + kPieces);
   Encode(mine.count, slot + 2 * kPieces);
+  Encode(mine.dtype, slot + 3 * kPieces);
   host.AllGather(slot, kFloatsPerFingerprint, all.data())->Wait();
   std::vector<Fingerprint> decoded(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     const float* f = all.data() + static_cast<size_t>(r) * kFloatsPerFingerprint;
-    decoded[static_cast<size_t>(r)] = {Decode(f), Decode(f + kPieces), Decode(f + 2 * kPieces)};
+    decoded[static_cast<size_t>(r)] = {Decode(f), Decode(f + kPieces), Decode(f + 2 * kPieces),
+                                       Decode(f + 3 * kPieces)};
   }
   CheckFingerprintsAgree(decoded, host.rank());
 }

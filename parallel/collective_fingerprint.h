@@ -1,12 +1,14 @@
 // Debug fingerprints of collectives: before each collective every rank
-// shares its (sequence number, kind, element count), and if any rank differs
+// shares its (sequence number, kind, element count, dtype), and if any rank differs
 // every rank throws, naming who called what. Without it, a rank that issues
 // another collective than its peers pairs mismatched buffers or hangs.
 //
 //   // Before issuing collective number `sequence` (the preamble does this):
-//   CheckFingerprint(channel, {sequence, FingerprintKind("AllReduce"), count});
+//   CheckFingerprint(channel, {sequence, FingerprintKind("AllReduce"), count,
+//                              FingerprintDType(DType::kBFloat16)});
 //   // -> tandem::Error "ranks called different collectives: rank 0 called
-//   //    AllReduce #3 (4000 bytes) but rank 1 called Broadcast #3 (40 bytes)"
+//   //    AllReduce #3 (2000 bytes, bfloat16) but rank 1 called AllReduce #3
+//   //    (4000 bytes)"
 //
 // The Communicator preamble does it for every transport when a fingerprint
 // channel is set (Communicator::set_fingerprint_channel): another
@@ -21,19 +23,23 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "parallel/communicator.h"
 
 namespace tandem {
 
 struct Fingerprint {
   int64_t sequence = 0;
-  int64_t kind = -1;  // FingerprintKind's index
-  int64_t count = 0;  // elements (floats)
+  int64_t kind = -1;   // FingerprintKind's index
+  int64_t count = 0;   // elements
+  int64_t dtype = 0;   // FingerprintDType's index; 0 is float32
 };
 
 // "AllReduce", "Broadcast", "Barrier", "AllGather", "WindowRegister" -> 0..4;
 // -1 otherwise.
 int64_t FingerprintKind(const char* kind);
+// float32 -> 0, bfloat16 -> 1.
+int64_t FingerprintDType(DType dtype);
 
 // Throws tandem::Error naming `rank`'s fingerprint and every rank's that
 // differs from it; returns if all of `all` (one per rank) agree.

@@ -151,10 +151,6 @@ void HostWork::Finish(std::exception_ptr error) {
 
 namespace {
 
-std::string Bytes(int64_t count) {
-  return std::to_string(count * static_cast<int64_t>(sizeof(float))) + " bytes";
-}
-
 // Fails `work` without running it.
 void Fail(HostWork& work, const std::string& text) {
   work.MarkStarted();
@@ -206,9 +202,11 @@ void CollectiveQueue::StartLocked() {
     const std::string owner = options_.owner;
     watchdog_ = std::make_unique<CollectiveWatchdog>(
         timeout_,
-        [owner](const char* kind, uint64_t sequence, int64_t count) {
-          return owner + ": " + kind + " #" + std::to_string(sequence) + " (" + Bytes(count) +
-                 ")";
+        // Run hands the watchdog a collective's size in bytes (whatever its
+        // dtype) where the watchdog says count.
+        [owner](const char* kind, uint64_t sequence, int64_t bytes) {
+          return owner + ": " + kind + " #" + std::to_string(sequence) + " (" +
+                 std::to_string(bytes) + " bytes)";
         },
         options_.on_timeout);
   }
@@ -275,7 +273,7 @@ void CollectiveQueue::Run(Item& item) {
   {
     // watchdog_ is set before the thread starts and kept until it is joined.
     std::optional<CollectiveWatchdog::Watch> watch;
-    if (watchdog_) watch.emplace(watchdog_->Start(c.kind, c.sequence, c.count));
+    if (watchdog_) watch.emplace(watchdog_->Start(c.kind, c.sequence, c.bytes()));
     try {
       options_.run(c);
     } catch (...) {

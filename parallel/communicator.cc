@@ -18,8 +18,8 @@ namespace tandem {
 
 std::string Collective::Name() const {
   std::string text = std::string(kind) + " #" + std::to_string(sequence) + " (" +
-                     std::to_string(count * static_cast<int64_t>(sizeof(float))) +
-                     " bytes";
+                     std::to_string(bytes()) + " bytes";
+  if (dtype != DType::kFloat32) text += std::string(", ") + DTypeName(dtype);
   if (std::string(kind) == "AllReduce") text += std::string(", ") + ToString(op);
   if (std::string(kind) == "Broadcast") text += ", root " + std::to_string(root);
   return text + ")";
@@ -27,22 +27,40 @@ std::string Collective::Name() const {
 
 std::shared_ptr<Work> Communicator::AllReduce(float* data, int64_t count, ReduceOp op,
                                               CollectiveOptions options) {
-  Collective c;
-  c.kind = "AllReduce";
-  c.count = count;
-  c.op = op;
-  c.data = data;
-  c.options = std::move(options);
-  return Issue(std::move(c));
+  return AllReduce(Ptr{data, DType::kFloat32}, count, op, std::move(options));
 }
 
 std::shared_ptr<Work> Communicator::Broadcast(float* data, int64_t count, int root,
                                               CollectiveOptions options) {
+  return Broadcast(Ptr{data, DType::kFloat32}, count, root, std::move(options));
+}
+
+std::shared_ptr<Work> Communicator::AllGather(const float* send, int64_t count_per_rank,
+                                              float* recv, CollectiveOptions options) {
+  return AllGather(CPtr(send, DType::kFloat32), count_per_rank, Ptr{recv, DType::kFloat32},
+                   std::move(options));
+}
+
+std::shared_ptr<Work> Communicator::AllReduce(Ptr data, int64_t count, ReduceOp op,
+                                              CollectiveOptions options) {
+  Collective c;
+  c.kind = "AllReduce";
+  c.count = count;
+  c.dtype = data.dtype;
+  c.op = op;
+  c.data = data.data;
+  c.options = std::move(options);
+  return Issue(std::move(c));
+}
+
+std::shared_ptr<Work> Communicator::Broadcast(Ptr data, int64_t count, int root,
+                                              CollectiveOptions options) {
   Collective c;
   c.kind = "Broadcast";
   c.count = count;
+  c.dtype = data.dtype;
   c.root = root;
-  c.data = data;
+  c.data = data.data;
   c.options = std::move(options);
   return Issue(std::move(c));
 }
@@ -53,35 +71,62 @@ std::shared_ptr<Work> Communicator::Barrier() {
   return Issue(std::move(c));
 }
 
-std::shared_ptr<Work> Communicator::AllGather(const float* send, int64_t count_per_rank,
-                                              float* recv, CollectiveOptions options) {
+std::shared_ptr<Work> Communicator::AllGather(CPtr send, int64_t count_per_rank, Ptr recv,
+                                              CollectiveOptions options) {
   Collective c;
   c.kind = "AllGather";
   c.count = count_per_rank;
-  c.send = send;
-  c.data = recv;
+  c.dtype = recv.dtype;
+  c.send = send.data;
+  c.data = recv.data;
   c.options = std::move(options);
+  // Refused before it is numbered: no rank has started anything.
+  TANDEM_CHECK(send.dtype == recv.dtype)
+      << Describe() << ": AllGather of " << count_per_rank << " elements per rank: send is "
+      << DTypeName(send.dtype) << " but recv is " << DTypeName(recv.dtype)
+      << "; both must have one dtype";
   return Issue(std::move(c));
+}
+
+std::shared_ptr<Work> Communicator::AllReduce(const Tensor& data, ReduceOp op,
+                                              CollectiveOptions options) {
+  return AllReduce(data.ptr(), data.numel(), op, std::move(options));
+}
+
+std::shared_ptr<Work> Communicator::Broadcast(const Tensor& data, int root,
+                                              CollectiveOptions options) {
+  return Broadcast(data.ptr(), data.numel(), root, std::move(options));
+}
+
+std::shared_ptr<Work> Communicator::AllGather(const Tensor& send, const Tensor& recv,
+                                              CollectiveOptions options) {
+  TANDEM_CHECK(recv.numel() == size() * send.numel())
+      << Describe() << ": AllGather of " << send.numel() << " elements per rank over " << size()
+      << " ranks needs a recv of " << size() * send.numel() << " elements, got "
+      << ShapeToString(recv.shape());
+  return AllGather(CPtr(send.ptr()), send.numel(), recv.ptr(), std::move(options));
 }
 
 std::string Communicator::Context(const Collective& c) const {
   return Describe() + ": " + c.Name();
 }
 
-Collective Communicator::Announce(const char* kind, int64_t count) {
+Collective Communicator::Announce(const char* kind, int64_t count, DType dtype) {
   Collective c;
   c.kind = kind;
   c.count = count;
+  c.dtype = dtype;
   c.sequence = ++sequence_;
   if (channel_ != nullptr) {
-    CheckFingerprint(*channel_, {static_cast<int64_t>(c.sequence), FingerprintKind(kind), count});
+    CheckFingerprint(*channel_, {static_cast<int64_t>(c.sequence), FingerprintKind(kind), count,
+                                 FingerprintDType(dtype)});
   }
   return c;
 }
 
 // See Note [Collective preamble].
 std::shared_ptr<Work> Communicator::Issue(Collective c) {
-  const Collective numbered = Announce(c.kind, c.count);
+  const Collective numbered = Announce(c.kind, c.count, c.dtype);
   c.sequence = numbered.sequence;
   TANDEM_CHECK(c.count >= 0) << Context(c) << ": the count must not be negative";
   if (std::string(c.kind) == "Broadcast") {
@@ -89,9 +134,11 @@ std::shared_ptr<Work> Communicator::Issue(Collective c) {
         << Context(c) << ": root " << c.root << " is not a rank";
   }
   if (std::string(c.kind) == "AllGather" && c.count > 0) {
-    const float* in_place = c.data + rank() * c.count;
-    TANDEM_CHECK(c.send == in_place || c.send + c.count <= c.data ||
-                 c.send >= c.data + size() * c.count)
+    const char* send = static_cast<const char*>(c.send);
+    const char* recv = static_cast<const char*>(c.data);
+    const int64_t block = c.bytes();
+    TANDEM_CHECK(send == recv + rank() * block || send + block <= recv ||
+                 send >= recv + size() * block)
         << Context(c) << ": send overlaps recv without being this rank's block of it (recv + "
         << rank() << " * " << c.count << ")";
   }
@@ -103,6 +150,18 @@ Tensor Communicator::NewReduceBuffer(int64_t count, Device device) {
       << Describe() << " reduces host memory, and cannot reduce a buffer on " << device
       << ": data parallelism on GPUs needs a device communicator (NCCL)";
   return Tensor::Zeros({count}, device);
+}
+
+Tensor Communicator::NewReduceBuffer(int64_t count, Device device, DType dtype) {
+  if (dtype == DType::kFloat32) return NewReduceBuffer(count, device);
+  TANDEM_CHECK(count >= 0) << Describe() << ": a reduce buffer of " << count << " elements";
+  const size_t bytes = static_cast<size_t>(count) * SizeOf(dtype);
+  const int64_t floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+  // Also checks the device, as the float32 form does.
+  Tensor words = NewReduceBuffer(floats, device);
+  if (count == 0) return Tensor::Zeros({0}, device, dtype);
+  // The view keeps `words` (and whatever registered it) alive.
+  return Tensor::Wrap(words.raw_data(), {count}, device, [words]() {}, dtype);
 }
 
 }  // namespace tandem

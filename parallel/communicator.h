@@ -22,17 +22,33 @@
 // own (parallel/collective_queue.h); NcclCommunicator queues them on its
 // communication lane.
 //
-// Counts and bytes. Every count is a number of floats, never bytes, and may
+// Element types. Collectives move float32 (the float* forms) or any dtype of
+// core/dtype.h (the Ptr forms, and the Tensor forms, which take the whole
+// tensor); every transport supports bfloat16, which halves the bytes:
+//
+//   Tensor g16 = Tensor::Empty({n}, device, DType::kBFloat16);
+//   ops::Cast(lane, grads, g16);                       // round to bfloat16
+//   comm.AllReduce(g16.ptr(), n, ReduceOp::kSum, {{lane}})->WaitOn(lane);
+//   comm.AllReduce(g16, ReduceOp::kSum)->Wait();       // the same, whole tensor
+//
+// Every rank passes the same dtype; with fingerprints on, a rank that does
+// not is named like one that passed another count.
+//
+// Counts and bytes. Every count is a number of elements, never bytes, and may
 // be 0 or any value (it need not divide by size()). Error messages give the
-// size of a collective in bytes = 4 * count as passed by the calling rank:
-// for AllGather that is what each rank contributes (it receives size() times
-// as much). Barrier is 0 bytes.
+// size of a collective in bytes = count * SizeOf(dtype) as passed by the
+// calling rank, and the dtype unless it is float32 ("AllReduce #3 (2000
+// bytes, bfloat16, sum)"): for AllGather that is what each rank contributes
+// (it receives size() times as much). Barrier is 0 bytes.
 //
 // Results. AllReduce writes the same bits on every rank. ThreadCommunicator
 // also fixes the order of the sum (see Note [Fixed reduction order] in
 // thread_communicator.cc); kAverage is the sum multiplied by 1.0f / size(),
 // on every communicator, so averages match across transports for sums that
-// are exact.
+// are exact. bfloat16 all-reduces add in float32 and round the result to
+// bfloat16 once on the host transports (so a bfloat16 sum is the float32 sum
+// of the inputs, rounded); NCCL adds in its own order and precision (see
+// nccl_communicator.h). Broadcast and AllGather copy elements bit for bit.
 #ifndef TANDEM_PARALLEL_COMMUNICATOR_H_
 #define TANDEM_PARALLEL_COMMUNICATOR_H_
 
@@ -42,6 +58,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dtype.h"
 #include "core/lane.h"
 #include "core/tensor.h"
 #include "parallel/work.h"
@@ -78,13 +95,17 @@ struct Collective {
   const char* kind = "";     // "AllReduce", "Broadcast", "Barrier", "AllGather"
   uint64_t sequence = 0;     // this rank's collectives, from 1
   int64_t count = 0;         // elements (AllGather: per rank)
+  DType dtype = DType::kFloat32;  // of data and send
   ReduceOp op = ReduceOp::kSum;  // AllReduce
   int root = -1;             // Broadcast
-  float* data = nullptr;     // AllReduce, Broadcast: in place; AllGather: recv
-  const float* send = nullptr;  // AllGather
+  void* data = nullptr;      // AllReduce, Broadcast: in place; AllGather: recv
+  const void* send = nullptr;  // AllGather
   CollectiveOptions options;
 
-  // "AllReduce #3 (4000 bytes, sum)"
+  // count * SizeOf(dtype).
+  int64_t bytes() const { return count * static_cast<int64_t>(SizeOf(dtype)); }
+  // "AllReduce #3 (4000 bytes, sum)"; "AllReduce #3 (2000 bytes, bfloat16,
+  // sum)" for another dtype than float32.
   std::string Name() const;
 };
 
@@ -113,6 +134,25 @@ class Communicator {
   [[nodiscard]] std::shared_ptr<Work> AllGather(const float* send, int64_t count_per_rank,
                                   float* recv, CollectiveOptions options = {});
 
+  // The same over elements of data.dtype (float32 or bfloat16).
+  [[nodiscard]] std::shared_ptr<Work> AllReduce(Ptr data, int64_t count, ReduceOp op,
+                                                CollectiveOptions options = {});
+  [[nodiscard]] std::shared_ptr<Work> Broadcast(Ptr data, int64_t count, int root,
+                                                CollectiveOptions options = {});
+  // send and recv share one dtype.
+  [[nodiscard]] std::shared_ptr<Work> AllGather(CPtr send, int64_t count_per_rank, Ptr recv,
+                                                CollectiveOptions options = {});
+
+  // The same over whole tensors, in the memory this communicator reduces
+  // (the host, or its GPU). AllGather's recv holds size() * send.numel()
+  // elements of send's dtype.
+  [[nodiscard]] std::shared_ptr<Work> AllReduce(const Tensor& data, ReduceOp op,
+                                                CollectiveOptions options = {});
+  [[nodiscard]] std::shared_ptr<Work> Broadcast(const Tensor& data, int root,
+                                                CollectiveOptions options = {});
+  [[nodiscard]] std::shared_ptr<Work> AllGather(const Tensor& send, const Tensor& recv,
+                                                CollectiveOptions options = {});
+
   // One line for logs: "ThreadCommunicator(rank 1 of 4)".
   virtual std::string Describe() const = 0;
 
@@ -127,16 +167,23 @@ class Communicator {
   // device whose memory this communicator cannot reduce (host transports:
   // every GPU).
   virtual Tensor NewReduceBuffer(int64_t count, Device device);
+  // The same for `count` elements of `dtype`: for another dtype than
+  // float32, a view of the bytes of a float buffer from the overload above
+  // (rounded up to whole floats), so it is the same kind of memory. Every
+  // rank asks for the same buffers in the same order (NCCL registers them
+  // collectively).
+  Tensor NewReduceBuffer(int64_t count, Device device, DType dtype);
 
   // How many collectives this rank has issued; errors number them from 1.
   uint64_t sequence() const { return sequence_; }
 
   // Debug mode: before each collective every rank exchanges its (sequence,
-  // kind, count) over `channel` (another communicator over the same ranks,
-  // which must outlive this one's use) and, if any rank differs, every rank
-  // throws naming who called what (parallel/collective_fingerprint.h),
-  // instead of pairing mismatched buffers or hanging. The host then waits
-  // for its peers at every collective. nullptr turns it off (the default).
+  // kind, count, dtype) over `channel` (another communicator over the same
+  // ranks, which must outlive this one's use) and, if any rank differs,
+  // every rank throws naming who called what (parallel/
+  // collective_fingerprint.h), instead of pairing mismatched buffers or
+  // hanging. The host then waits for its peers at every collective. nullptr
+  // turns it off (the default).
   void set_fingerprint_channel(Communicator* channel) { channel_ = channel; }
 
  protected:
@@ -144,7 +191,7 @@ class Communicator {
   virtual std::shared_ptr<Work> Start(const Collective& c) = 0;
   // Numbers (and in debug mode compares across ranks) a collective of the
   // transport's own, outside the four above (NCCL's window registration).
-  Collective Announce(const char* kind, int64_t count);
+  Collective Announce(const char* kind, int64_t count, DType dtype = DType::kFloat32);
   // "<Describe()>: <c.Name()>", for errors.
   std::string Context(const Collective& c) const;
 

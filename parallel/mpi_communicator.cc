@@ -25,6 +25,12 @@ class ScopedType {
   MPI_Datatype type = MPI_DATATYPE_NULL;
 };
 
+// The MPI type that carries one element of `dtype` as it is: bfloat16
+// travels as its 16-bit pattern (MPI has no bfloat16 type).
+MPI_Datatype WireType(DType dtype) {
+  return dtype == DType::kBFloat16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -194,50 +200,83 @@ void MpiCommunicator::Run(const Collective& c) {
 }
 
 void MpiCommunicator::RunAllReduce(const Collective& c, int64_t max_per_call) {
+  if (c.dtype == DType::kBFloat16) {
+    RunBFloat16AllReduce(c, max_per_call);
+    return;
+  }
+  float* data = static_cast<float*>(c.data);
   for (int64_t offset = 0; offset < c.count; offset += max_per_call) {
     const int n = static_cast<int>(std::min(max_per_call, c.count - offset));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, c.data + offset, n, MPI_FLOAT, MPI_SUM, comm_.get()))
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + offset, n, MPI_FLOAT, MPI_SUM, comm_.get()))
         << Context(c);
   }
   if (c.op == ReduceOp::kAverage) {
     // The same rounding as ThreadCommunicator: one multiply by 1/N.
     const float scale = 1.0f / size_;
-    for (int64_t i = 0; i < c.count; ++i) c.data[i] *= scale;
+    for (int64_t i = 0; i < c.count; ++i) data[i] *= scale;
   }
 }
 
+// Note [bfloat16 over MPI]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// MPI has no bfloat16 type, and a user-defined MPI_Op over 16-bit words
+// would add (and round) in whatever order MPI combines ranks. So a bfloat16
+// all-reduce widens the elements to float32 in a buffer of this
+// communicator's own, all-reduces that as any float32 all-reduce (sum, then
+// one multiply by 1/N for kAverage), and rounds each result to bfloat16
+// once, to nearest even: the same bits as ThreadCommunicator's bfloat16
+// all-reduce whenever the float32 sums agree. It moves float32 bytes, twice
+// what the bfloat16 data holds; on a host transport that costs little, and
+// bfloat16 is here for the programs that use it, not for speed. Broadcast
+// and AllGather move the 16-bit patterns as they are (MPI_UINT16_T).
+void MpiCommunicator::RunBFloat16AllReduce(const Collective& c, int64_t max_per_call) {
+  uint16_t* bits = static_cast<uint16_t*>(c.data);
+  widened_.resize(static_cast<size_t>(c.count));
+  for (int64_t i = 0; i < c.count; ++i) widened_[i] = BFloat16BitsToFloat(bits[i]);
+  Collective wide = c;
+  wide.dtype = DType::kFloat32;
+  wide.data = widened_.data();
+  RunAllReduce(wide, max_per_call);
+  for (int64_t i = 0; i < c.count; ++i) bits[i] = FloatToBFloat16Bits(widened_[i]);
+}
+
 void MpiCommunicator::RunBroadcast(const Collective& c, int64_t max_per_call) {
+  char* data = static_cast<char*>(c.data);
+  const int64_t element = static_cast<int64_t>(SizeOf(c.dtype));
   for (int64_t offset = 0; offset < c.count; offset += max_per_call) {
     const int n = static_cast<int>(std::min(max_per_call, c.count - offset));
-    MPI_CHECK(MPI_Bcast(c.data + offset, n, MPI_FLOAT, c.root, comm_.get())) << Context(c);
+    MPI_CHECK(MPI_Bcast(data + offset * element, n, WireType(c.dtype), c.root, comm_.get()))
+        << Context(c);
   }
 }
 
 void MpiCommunicator::RunAllGather(const Collective& c, int64_t max_per_call) {
+  const MPI_Datatype type = WireType(c.dtype);
+  const int64_t element = static_cast<int64_t>(SizeOf(c.dtype));
+  const char* send = static_cast<const char*>(c.send);
+  char* recv = static_cast<char*>(c.data);
   // MPI forbids overlapping send and receive buffers except via MPI_IN_PLACE.
-  const bool in_place = c.send == c.data + rank_ * c.count;
+  const bool in_place = send == recv + rank_ * c.bytes();
   if (c.count <= max_per_call) {
     const int n = static_cast<int>(c.count);
-    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : c.send, n, MPI_FLOAT, c.data, n, MPI_FLOAT,
-                            comm_.get()))
+    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, type, recv, n, type, comm_.get()))
         << Context(c);
     return;
   }
   // Each call moves elements [offset, offset + n) of every rank's block. The
-  // receive type is n floats with an extent of a whole block, so rank r's
+  // receive type is n elements with an extent of a whole block, so rank r's
   // piece lands at recv + r * count + offset; extents are MPI_Aint, so no
   // int overflows however large the blocks.
   for (int64_t offset = 0; offset < c.count; offset += max_per_call) {
     const int n = static_cast<int>(std::min(max_per_call, c.count - offset));
     ScopedType piece, strided;
-    MPI_CHECK(MPI_Type_contiguous(n, MPI_FLOAT, &piece.type)) << Context(c);
-    MPI_CHECK(MPI_Type_create_resized(piece.type, 0,
-                                      static_cast<MPI_Aint>(c.count * sizeof(float)),
+    MPI_CHECK(MPI_Type_contiguous(n, type, &piece.type)) << Context(c);
+    MPI_CHECK(MPI_Type_create_resized(piece.type, 0, static_cast<MPI_Aint>(c.bytes()),
                                       &strided.type))
         << Context(c);
     MPI_CHECK(MPI_Type_commit(&strided.type)) << Context(c);
-    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : c.send + offset, n, MPI_FLOAT,
-                            c.data + offset, 1, strided.type, comm_.get()))
+    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send + offset * element, n, type,
+                            recv + offset * element, 1, strided.type, comm_.get()))
         << Context(c);
   }
 }

@@ -8,6 +8,10 @@
 //     comm.AllReduce(grads.data(), grads.size(), tandem::ReduceOp::kSum)->Wait();
 //   }                                           // every element == comm.size()
 //
+// Every dtype of core/dtype.h: bfloat16 all-reduces add in float32 and round
+// once (Note [bfloat16 over MPI] in mpi_communicator.cc); broadcasts and
+// all-gathers move the elements' bits as they are.
+//
 // Destroy communicators before the runtime. MPI can be initialised once per
 // process: a program that calls Launch(--mode=mpi) more than once, or mixes
 // it with its own MPI code, holds one MpiRuntime in main() for the whole run;
@@ -36,6 +40,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/collective_queue.h"
 #include "parallel/communicator.h"
@@ -116,7 +121,7 @@ class MpiCommunicator final : public Communicator {
   int local_rank() const { return local_rank_; }
   MPI_Comm comm() const { return comm_.get(); }
 
-  // MPI counts are ints, so a collective of more floats than this is split
+  // MPI counts are ints, so a collective of more elements than this is split
   // into several calls. Tests lower it to exercise the split. Applies to
   // collectives that start running after the call.
   void set_max_elements_per_call(int64_t n);
@@ -136,6 +141,8 @@ class MpiCommunicator final : public Communicator {
   // The exchange, on the progress thread.
   void Run(const Collective& c);
   void RunAllReduce(const Collective& c, int64_t max_per_call);
+  // Widened to float32 and rounded back; see Note [bfloat16 over MPI].
+  void RunBFloat16AllReduce(const Collective& c, int64_t max_per_call);
   void RunBroadcast(const Collective& c, int64_t max_per_call);
   void RunAllGather(const Collective& c, int64_t max_per_call);
 
@@ -155,6 +162,9 @@ class MpiCommunicator final : public Communicator {
   int local_rank_ = 0;
   std::string description_;
   std::atomic<int64_t> max_elements_per_call_{INT_MAX};
+  // A bfloat16 all-reduce's elements as float32; only the progress thread
+  // touches it, one collective at a time.
+  std::vector<float> widened_;
   // After comm_: destroyed first, so its thread has stopped calling MPI on
   // comm_ before comm_ is freed.
   std::unique_ptr<CollectiveQueue> queue_;

@@ -48,18 +48,26 @@ namespace {
 
 ncclRedOp_t ToNccl(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclAvg; }
 
+// bfloat16 is native in every NCCL this builds against (ncclBfloat16 came
+// with NCCL 2.10; ncclMemAlloc and ncclConfig_t, which this code needs, came
+// later).
+ncclDataType_t ToNccl(DType dtype) {
+  return dtype == DType::kBFloat16 ? ncclBfloat16 : ncclFloat;
+}
+
 bool Is(const Collective& c, const char* kind) { return std::strcmp(c.kind, kind) == 0; }
 
 // The NCCL call of `c`, queued on `stream`.
 ncclResult_t Enqueue(const Collective& c, float* scratch, ncclComm_t comm, cudaStream_t stream) {
   const size_t n = static_cast<size_t>(c.count);
+  const ncclDataType_t type = ToNccl(c.dtype);
   if (Is(c, "AllReduce")) {
-    return ncclAllReduce(c.data, c.data, n, ncclFloat, ToNccl(c.op), comm, stream);
+    return ncclAllReduce(c.data, c.data, n, type, ToNccl(c.op), comm, stream);
   }
   if (Is(c, "Broadcast")) {
-    return ncclBroadcast(c.data, c.data, n, ncclFloat, c.root, comm, stream);
+    return ncclBroadcast(c.data, c.data, n, type, c.root, comm, stream);
   }
-  if (Is(c, "AllGather")) return ncclAllGather(c.send, c.data, n, ncclFloat, comm, stream);
+  if (Is(c, "AllGather")) return ncclAllGather(c.send, c.data, n, type, comm, stream);
   if (Is(c, "Barrier")) return ncclAllReduce(scratch, scratch, 1, ncclFloat, ncclSum, comm, stream);
   throw Error(std::string("NcclCommunicator cannot run a collective of kind '") + c.kind + "'");
 }

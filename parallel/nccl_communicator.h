@@ -27,6 +27,12 @@
 // bits as sum * (1.0f / size()) whenever size() is a power of two (both
 // scalings are exact), possibly the last bit off otherwise.
 //
+// bfloat16 collectives are NCCL's own (ncclBfloat16). NCCL combines the
+// ranks' inputs in the order of its algorithm and may round partial sums to
+// bfloat16 (its ring kernels do, at every hop), so a sum over more than two
+// ranks may be further from the float32 sum than the host transports' (which
+// round once); sums that are exact in bfloat16 stay exact.
+//
 // NVLS (NVLink SHARP multicast) is left to NCCL's environment: nothing here
 // sets or clears NCCL_NVLS_ENABLE. Two NCCL settings are ours (Note
 // [Symmetric memory] in nccl_reduce_buffer.cc): kMinCtas to kMaxCtas CTAs
@@ -97,6 +103,8 @@ class NcclCommunicator final : public Communicator {
   // finished its queued work, on the thread that drops the last tensor
   // viewing it. Otherwise, and for count 0, ordinary device memory.
   Tensor NewReduceBuffer(int64_t count, Device device) override;
+  // And the base class's form for other dtypes (views of the above).
+  using Communicator::NewReduceBuffer;
   // NCCL 2.27 or newer, 2+ ranks, and TANDEM_NCCL_SYMMETRIC is not "0".
   bool symmetric_memory() const { return symmetric_memory_; }
 

@@ -110,7 +110,7 @@ Tensor NcclCommunicator::NewReduceBuffer(int64_t count, Device device) {
   buffer->Register(context);
   float* data = buffer->data();
   Backend& backend = GetBackend(device);
-  backend.Fill(backend.main_lane(), 0.f, data, count);
+  backend.Fill(backend.main_lane(), 0.f, Ptr{data, DType::kFloat32}, count);
   return Tensor::Wrap(data, {count}, device, [buffer]() mutable { buffer.reset(); });
 }
 

@@ -203,6 +203,7 @@ void Reducer::BroadcastParameters() {
   for (Parameter& p : params_) {
     comm_.Broadcast(p.value->data(), p.value->numel(), /*root=*/0)->Wait();
   }
+  SyncWorkingCopies(model_);  // rank 0's masters, in the working dtype too
 }
 
 Tensor Reducer::Backward(const Tensor& dloss) {

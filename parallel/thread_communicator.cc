@@ -35,6 +35,13 @@ namespace tandem {
 // the order of the additions is fixed, the result is the same bits on every
 // rank and in every run, whatever the thread scheduling.
 //
+// bfloat16 elements are widened to float32 as they are read, summed (and
+// scaled) in float32 exactly as above, and the result is rounded to
+// bfloat16 once, to nearest even (core/dtype.h), as it is written: a
+// bfloat16 all-reduce is the float32 all-reduce of the same values, rounded.
+// Rounding after every addition instead would make the error grow with the
+// number of ranks and depend on their order.
+//
 // Note [Abort protocol]
 // All barrier state sits under one mutex, so "the generation moved" and "the
 // group was aborted" are decided atomically: either every rank of a Gather
@@ -57,6 +64,38 @@ namespace {
 constexpr int64_t kBlock = 1024;
 
 bool Is(const Collective& c, const char* kind) { return std::strcmp(c.kind, kind) == 0; }
+
+// How elements of each dtype are read into float32 and written back.
+inline float Widen(float x) { return x; }
+inline float Widen(uint16_t bits) { return BFloat16BitsToFloat(bits); }
+inline void Narrow(float x, float* out) { *out = x; }
+inline void Narrow(float x, uint16_t* out) { *out = FloatToBFloat16Bits(x); }
+
+// Chunk [begin, end) of every rank's buffer (buffers[r] is rank r's, of
+// elements T) becomes their sum in rank order, times `scale` when
+// averaging, rounded once to T. See Note [Fixed reduction order].
+template <typename T>
+void ReduceChunk(const std::vector<void*>& buffers, int64_t begin, int64_t end, bool average,
+                 float scale) {
+  float sum[kBlock];
+  T out[kBlock];
+  for (int64_t start = begin; start < end; start += kBlock) {
+    const int64_t len = std::min(kBlock, end - start);
+    const T* first = static_cast<const T*>(buffers[0]) + start;
+    for (int64_t i = 0; i < len; ++i) sum[i] = Widen(first[i]);
+    for (size_t r = 1; r < buffers.size(); ++r) {
+      const T* x = static_cast<const T*>(buffers[r]) + start;
+      for (int64_t i = 0; i < len; ++i) sum[i] += Widen(x[i]);
+    }
+    if (average) {
+      for (int64_t i = 0; i < len; ++i) sum[i] *= scale;
+    }
+    for (int64_t i = 0; i < len; ++i) Narrow(sum[i], out + i);
+    for (void* buffer : buffers) {
+      std::memcpy(static_cast<T*>(buffer) + start, out, len * sizeof(T));
+    }
+  }
+}
 
 }  // namespace
 
@@ -121,7 +160,7 @@ std::string ThreadGroup::MismatchLocked() const {
   for (int r = 1; r < size_; ++r) {
     const Collective& other = published_[r];
     bool same = Is(other, first.kind) && other.sequence == first.sequence &&
-                other.count == first.count;
+                other.count == first.count && other.dtype == first.dtype;
     if (Is(first, "Broadcast")) same = same && other.root == first.root;
     if (Is(first, "AllReduce")) same = same && other.op == first.op;
     if (!same) {
@@ -257,38 +296,32 @@ void ThreadCommunicator::RunAllReduce(const Collective& c) {
   const int n = size();
   const int64_t begin = c.count * rank_ / n;
   const int64_t end = c.count * (rank_ + 1) / n;
-  const float scale = c.op == ReduceOp::kAverage ? 1.0f / n : 1.0f;
-  float sum[kBlock];
-  for (int64_t start = begin; start < end; start += kBlock) {
-    const int64_t len = std::min(kBlock, end - start);
-    const float* first = group_->published(0).data + start;
-    std::copy(first, first + len, sum);
-    for (int r = 1; r < n; ++r) {
-      const float* x = group_->published(r).data + start;
-      for (int64_t i = 0; i < len; ++i) sum[i] += x[i];
-    }
-    if (c.op == ReduceOp::kAverage) {
-      for (int64_t i = 0; i < len; ++i) sum[i] *= scale;
-    }
-    for (int r = 0; r < n; ++r) {
-      std::memcpy(group_->published(r).data + start, sum, len * sizeof(float));
-    }
+  const bool average = c.op == ReduceOp::kAverage;
+  const float scale = average ? 1.0f / n : 1.0f;
+  std::vector<void*> buffers(n);
+  for (int r = 0; r < n; ++r) buffers[r] = group_->published(r).data;
+  if (c.dtype == DType::kBFloat16) {
+    ReduceChunk<uint16_t>(buffers, begin, end, average, scale);
+  } else {
+    ReduceChunk<float>(buffers, begin, end, average, scale);
   }
 }
 
+// Broadcast and AllGather copy elements as bytes, whatever their dtype.
 void ThreadCommunicator::RunBroadcast(const Collective& c) {
   if (rank_ != c.root && c.count > 0) {
-    std::memcpy(c.data, group_->published(c.root).data, c.count * sizeof(float));
+    std::memcpy(c.data, group_->published(c.root).data, c.bytes());
   }
 }
 
 void ThreadCommunicator::RunAllGather(const Collective& c) {
   if (c.count == 0) return;
+  const int64_t block = c.bytes();
   for (int r = 0; r < size(); ++r) {
-    const float* from = group_->published(r).send;
-    float* to = c.data + r * c.count;
+    const void* from = group_->published(r).send;
+    void* to = static_cast<char*>(c.data) + r * block;
     // In place, this rank's block is already where it belongs.
-    if (from != to) std::memcpy(to, from, c.count * sizeof(float));
+    if (from != to) std::memcpy(to, from, block);
   }
 }
 

@@ -36,5 +36,10 @@ MemoryStats CpuAllocator::stats() const {
   return stats_;
 }
 
+void CpuAllocator::ResetPeak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 }  // namespace cpu
 }  // namespace tandem

@@ -15,6 +15,7 @@ class CpuAllocator : public Allocator {
   void* Allocate(size_t bytes) override;
   void Free(void* ptr, size_t bytes) override;
   MemoryStats stats() const override;
+  void ResetPeak() override;
 
  private:
   mutable std::mutex mutex_;

@@ -5,34 +5,70 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "core/cpu/cpu_allocator.h"
+#include "core/cpu/cpu_math.h"
 #include "core/kernel_math.h"
 
 namespace tandem {
 namespace cpu {
 namespace {
 
-using RowMajor =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMatrixMap = Eigen::Map<const RowMajor>;
-using MatrixMap = Eigen::Map<RowMajor>;
-using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
-using VectorMap = Eigen::Map<Eigen::VectorXf>;
+// A float32 view of an operand the op reads: the memory itself for float32,
+// a widened copy for bfloat16.
+class In {
+ public:
+  In(CPtr p, int64_t n) {
+    if (p.dtype == DType::kFloat32 || p.data == nullptr) {
+      ptr_ = static_cast<const float*>(p.data);
+      return;
+    }
+    copy_.resize(static_cast<size_t>(n));
+    const uint16_t* bits = static_cast<const uint16_t*>(p.data);
+    for (int64_t i = 0; i < n; ++i) copy_[i] = BFloat16BitsToFloat(bits[i]);
+    ptr_ = copy_.data();
+  }
+  const float* get() const { return ptr_; }
 
-int64_t CheckedLabel(const float* labels, int64_t row, int64_t classes) {
-  const float label = labels[row];
-  const int64_t index = static_cast<int64_t>(label);
-  TANDEM_CHECK(index >= 0 && index < classes && static_cast<float>(index) == label)
-      << "label " << label << " of row " << row << " is not a class index in [0, "
-      << classes << ")";
-  return index;
-}
+ private:
+  std::vector<float> copy_;
+  const float* ptr_ = nullptr;
+};
 
-int64_t RowArgmax(const float* row, int64_t cols) {
-  return std::max_element(row, row + cols) - row;
-}
+// A float32 view of an operand the op writes (and, with `read`, reads
+// first): for bfloat16 a float32 copy, rounded into the operand at the end
+// of the view's scope, once.
+class Out {
+ public:
+  Out(Ptr p, int64_t n, bool read) : p_(p), n_(n) {
+    if (p.dtype == DType::kFloat32 || p.data == nullptr) {
+      ptr_ = static_cast<float*>(p.data);
+      return;
+    }
+    copy_.resize(static_cast<size_t>(n));
+    if (read) {
+      const uint16_t* bits = static_cast<const uint16_t*>(p.data);
+      for (int64_t i = 0; i < n; ++i) copy_[i] = BFloat16BitsToFloat(bits[i]);
+    }
+    ptr_ = copy_.data();
+  }
+  ~Out() {
+    if (copy_.empty()) return;
+    uint16_t* bits = static_cast<uint16_t*>(p_.data);
+    for (int64_t i = 0; i < n_; ++i) bits[i] = FloatToBFloat16Bits(copy_[i]);
+  }
+  Out(const Out&) = delete;
+  Out& operator=(const Out&) = delete;
+  float* get() { return ptr_; }
+
+ private:
+  Ptr p_;
+  int64_t n_;
+  std::vector<float> copy_;
+  float* ptr_ = nullptr;
+};
 
 // The CPU runs every op at once on the calling thread, so all its lanes are
 // one queue and an event is the host clock at its record.
@@ -97,143 +133,112 @@ class CpuBackend : public Backend {
   }
 
   void Gemm(const Lane&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-            float alpha, const float* a, const float* b, float beta,
-            float* c) override {
-    MatrixMap C(c, m, n);
-    if (k == 0) {
-      if (beta == 0.f) C.setZero(); else C *= beta;
-      return;
+            float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
+            const GemmSpec& spec) override {
+    if (m <= 0 || n <= 0) return;
+    const bool reads_c = beta != 0.f;
+    Out out(d, m * n, reads_c && c.data == d.data);
+    if (reads_c && c.data != d.data) {
+      In from(c, m * n);
+      std::copy(from.get(), from.get() + m * n, out.get());
     }
-    // Stored shapes: A is [m, k] or [k, m]; B is [k, n] or [n, k].
-    ConstMatrixMap A(a, trans_a ? k : m, trans_a ? m : k);
-    ConstMatrixMap B(b, trans_b ? n : k, trans_b ? k : n);
-    // beta == 0 must overwrite C without reading it (it may hold garbage).
-    auto assign = [&](const auto& product) {
-      if (beta == 0.f) {
-        C.noalias() = alpha * product;
-      } else {
-        C *= beta;
-        C.noalias() += alpha * product;
-      }
-    };
-    if (!trans_a && !trans_b) assign(A * B);
-    else if (trans_a && !trans_b) assign(A.transpose() * B);
-    else if (!trans_a && trans_b) assign(A * B.transpose());
-    else assign(A.transpose() * B.transpose());
-  }
-
-  void BiasActivation(const Lane&, Activation activation, const float* x, const float* bias,
-                      float* pre, float* out, int64_t rows,
-                      int64_t cols) override {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * cols;
-      float* outr = out + r * cols;
-      float* prer = pre ? pre + r * cols : nullptr;
-      for (int64_t c = 0; c < cols; ++c) {
-        const float z = xr[c] + bias[c];
-        if (prer) prer[c] = z;
-        outr[c] = kernel_math::Activate(activation, z);
-      }
+    In A(a, m * k), B(b, k * n);
+    math::Gemm(trans_a, trans_b, m, n, k, alpha, A.get(), B.get(), beta, out.get());
+    if (spec.bias.data != nullptr) {
+      In bias(spec.bias, n);
+      math::BiasActivation(spec.activation, out.get(), bias.get(), nullptr, out.get(), m, n);
+    } else if (spec.activation != Activation::kIdentity) {
+      math::ActivationForward(spec.activation, out.get(), out.get(), m * n);
     }
   }
 
-  void ColumnSums(const Lane&, const float* x, int64_t rows, int64_t cols, float alpha,
-                  float beta, float* out) override {
-    VectorMap o(out, cols);
-    if (beta == 0.f) o.setZero(); else o *= beta;
-    if (rows == 0) return;
-    o += alpha * ConstMatrixMap(x, rows, cols).colwise().sum().transpose();
+  void BiasActivation(const Lane&, Activation activation, CPtr x, CPtr bias, Ptr pre,
+                      Ptr out, int64_t rows, int64_t cols) override {
+    In X(x, rows * cols), B(bias, cols);
+    Out P(pre, rows * cols, false), O(out, rows * cols, false);
+    math::BiasActivation(activation, X.get(), B.get(), P.get(), O.get(), rows, cols);
   }
 
-  void Binary(const Lane&, BinaryOp op, const float* a, const float* b, float* out,
-              int64_t n) override {
-    ConstVectorMap A(a, n), B(b, n);
-    VectorMap O(out, n);
-    switch (op) {
-      case BinaryOp::kAdd: O = A + B; break;
-      case BinaryOp::kSub: O = A - B; break;
-      case BinaryOp::kMul: O = A.cwiseProduct(B); break;
-    }
+  void ColumnSums(const Lane&, CPtr x, int64_t rows, int64_t cols, float alpha,
+                  float beta, Ptr out) override {
+    In X(x, rows * cols);
+    Out O(out, cols, beta != 0.f);
+    math::ColumnSums(X.get(), rows, cols, alpha, beta, O.get());
   }
 
-  void Axpy(const Lane&, float alpha, const float* x, float* y, int64_t n) override {
-    VectorMap(y, n) += alpha * ConstVectorMap(x, n);
-  }
-  void Scale(const Lane&, float alpha, float* x, int64_t n) override {
-    VectorMap(x, n) *= alpha;
-  }
-  void Fill(const Lane&, float value, float* x, int64_t n) override {
-    std::fill(x, x + n, value);
+  void Binary(const Lane&, BinaryOp op, CPtr a, CPtr b, Ptr out, int64_t n) override {
+    In A(a, n), B(b, n);
+    Out O(out, n, false);
+    math::Binary(op, A.get(), B.get(), O.get(), n);
   }
 
-  void ActivationForward(const Lane&, Activation activation, const float* x, float* y,
+  void Axpy(const Lane&, float alpha, CPtr x, Ptr y, int64_t n) override {
+    In X(x, n);
+    Out Y(y, n, true);
+    math::Axpy(alpha, X.get(), Y.get(), n);
+  }
+
+  void Scale(const Lane&, float alpha, Ptr x, int64_t n) override {
+    Out X(x, n, true);
+    math::Scale(alpha, X.get(), n);
+  }
+
+  void Fill(const Lane&, float value, Ptr x, int64_t n) override {
+    Out X(x, n, false);
+    std::fill(X.get(), X.get() + n, value);
+  }
+
+  void Cast(const Lane&, CPtr src, Ptr dst, int64_t n) override {
+    In S(src, n);
+    Out D(dst, n, false);
+    std::copy(S.get(), S.get() + n, D.get());
+  }
+
+  void ActivationForward(const Lane&, Activation activation, CPtr x, Ptr y,
                          int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) y[i] = kernel_math::Activate(activation, x[i]);
+    In X(x, n);
+    Out Y(y, n, false);
+    math::ActivationForward(activation, X.get(), Y.get(), n);
   }
 
-  void ActivationBackward(const Lane&, Activation activation, const float* x,
-                          const float* dy, float* dx, int64_t n,
-                          bool accumulate) override {
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = dy[i] * kernel_math::ActivateGrad(activation, x[i]);
-      dx[i] = accumulate ? dx[i] + g : g;
-    }
+  void ActivationBackward(const Lane&, Activation activation, CPtr x, CPtr dy, Ptr dx,
+                          int64_t n, bool accumulate) override {
+    In X(x, n), DY(dy, n);
+    Out DX(dx, n, accumulate);
+    math::ActivationBackward(activation, X.get(), DY.get(), DX.get(), n, accumulate);
   }
 
-  void SoftmaxCrossEntropy(const Lane&, const float* logits, const float* labels,
-                           int64_t rows, int64_t classes, float normalizer,
-                           float* loss, float* dlogits) override {
-    double total = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = logits + r * classes;
-      const int64_t label = CheckedLabel(labels, r, classes);
-      const float max = *std::max_element(row, row + classes);
-      double sum = 0.0;
-      for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(row[c] - max));
-      const double log_sum = std::log(sum);
-      total += log_sum - double(row[label] - max);
-      if (dlogits != nullptr) {
-        float* grad = dlogits + r * classes;
-        for (int64_t c = 0; c < classes; ++c) {
-          const double p = std::exp(double(row[c] - max) - log_sum);
-          grad[c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / normalizer);
-        }
-      }
-    }
-    loss[0] = static_cast<float>(total / normalizer);
+  void SoftmaxCrossEntropy(const Lane&, CPtr logits, const float* labels, int64_t rows,
+                           int64_t classes, float normalizer, float* loss,
+                           Ptr dlogits) override {
+    In L(logits, rows * classes);
+    Out D(dlogits, rows * classes, false);
+    math::SoftmaxCrossEntropy(L.get(), labels, rows, classes, normalizer, loss, D.get());
   }
 
-  void Mse(const Lane&, const float* pred, const float* target, int64_t n, float normalizer,
-           float* loss, float* dpred) override {
-    double total = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = pred[i] - target[i];
-      total += double(d) * d;
-      if (dpred != nullptr) dpred[i] = 2.f * d / normalizer;
-    }
-    loss[0] = static_cast<float>(total / normalizer);
+  void Mse(const Lane&, CPtr pred, CPtr target, int64_t n, float normalizer,
+           float* loss, Ptr dpred) override {
+    In P(pred, n), T(target, n);
+    Out D(dpred, n, false);
+    math::Mse(P.get(), T.get(), n, normalizer, loss, D.get());
   }
 
-  void Argmax(const Lane&, const float* x, int64_t rows, int64_t cols, float* out) override {
-    for (int64_t r = 0; r < rows; ++r) {
-      out[r] = static_cast<float>(RowArgmax(x + r * cols, cols));
-    }
+  void Argmax(const Lane&, CPtr x, int64_t rows, int64_t cols, float* out) override {
+    In X(x, rows * cols);
+    math::Argmax(X.get(), rows, cols, out);
   }
 
-  void CountCorrect(const Lane&, const float* logits, const float* labels, int64_t rows,
+  void CountCorrect(const Lane&, CPtr logits, const float* labels, int64_t rows,
                     int64_t classes, float* out) override {
-    int64_t correct = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      correct += RowArgmax(logits + r * classes, classes) ==
-                 CheckedLabel(labels, r, classes);
-    }
-    out[0] = static_cast<float>(correct);
+    In L(logits, rows * classes);
+    math::CountCorrect(L.get(), labels, rows, classes, out);
   }
 
-  void DropoutMask(const Lane&, float p, uint64_t seed, uint64_t offset, float* mask,
+  void DropoutMask(const Lane&, float p, uint64_t seed, uint64_t offset, Ptr mask,
                    int64_t n) override {
+    Out M(mask, n, false);
     for (int64_t i = 0; i < n; ++i) {
-      mask[i] = kernel_math::DropoutScale(p, seed, offset + i);
+      M.get()[i] = kernel_math::DropoutScale(p, seed, offset + i);
     }
   }
 
@@ -244,24 +249,28 @@ class CpuBackend : public Backend {
     }
   }
 
-  void SgdUpdate(const Lane&, const SgdParams& params, float* param, const float* grad,
-                 float* velocity, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) {
-      kernel_math::SgdStep(params, param[i], grad[i],
-                           velocity ? velocity + i : nullptr);
-    }
+  void SgdUpdate(const Lane&, const SgdParams& params, float* param, CPtr grad,
+                 float* velocity, Ptr working, int64_t n) override {
+    In G(grad, n);
+    math::SgdUpdate(params, param, G.get(), velocity, n);
+    WriteWorking(param, working, n);
   }
 
   void AdamWUpdate(const Lane&, const AdamWParams& params, int64_t step, float* param,
-                   const float* grad, float* m, float* v, int64_t n) override {
-    const float bias1 = 1.f - std::pow(params.beta1, static_cast<float>(step));
-    const float bias2 = 1.f - std::pow(params.beta2, static_cast<float>(step));
-    for (int64_t i = 0; i < n; ++i) {
-      kernel_math::AdamWStep(params, bias1, bias2, param[i], grad[i], m[i], v[i]);
-    }
+                   CPtr grad, float* m, float* v, Ptr working, int64_t n) override {
+    In G(grad, n);
+    math::AdamWUpdate(params, step, param, G.get(), m, v, n);
+    WriteWorking(param, working, n);
   }
 
  private:
+  // The updated parameters, also in the working copy's dtype.
+  static void WriteWorking(const float* param, Ptr working, int64_t n) {
+    if (working.data == nullptr) return;
+    Out W(working, n, false);
+    std::copy(param, param + n, W.get());
+  }
+
   CpuAllocator allocator_;
   CpuLane lane_;
 };

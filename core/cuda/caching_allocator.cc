@@ -122,6 +122,11 @@ MemoryStats CachingAllocator::stats() const {
   return stats_;
 }
 
+void CachingAllocator::ResetPeak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 void CachingAllocator::EmptyCache() {
   std::lock_guard<std::mutex> lock(mutex_);
   ReleaseCachedLocked();

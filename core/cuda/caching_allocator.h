@@ -69,6 +69,7 @@ class CachingAllocator : public Allocator {
   // bytes_in_use and peak count whole size classes (what the blocks occupy),
   // bytes_reserved all memory taken from cudaMalloc and not yet returned.
   MemoryStats stats() const override;
+  void ResetPeak() override;
 
   // Returns every cached (free) block to the system. Waits for the device
   // first (cudaDeviceSynchronize): not for a training step's hot path.

@@ -123,46 +123,39 @@ class CudaContext : public Backend {
   void EnablePeerAccess(Device peer) override;
 
   void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-            int64_t k, float alpha, const float* a, const float* b, float beta,
-            float* c) override;
-  void GemmEx(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
-              int64_t n, int64_t k, float alpha, const float* a,
-              const float* b, float beta, const float* c, float* d,
-              const GemmEpilogue& epilogue) override;
-  void BiasActivation(const Lane& lane, Activation activation, const float* x,
-                      const float* bias, float* pre, float* out, int64_t rows,
-                      int64_t cols) override;
-  void ColumnSums(const Lane& lane, const float* x, int64_t rows, int64_t cols,
-                  float alpha, float beta, float* out) override;
-  void Binary(const Lane& lane, BinaryOp op, const float* a, const float* b,
-              float* out, int64_t n) override;
-  void Axpy(const Lane& lane, float alpha, const float* x, float* y,
-            int64_t n) override;
-  void Scale(const Lane& lane, float alpha, float* x, int64_t n) override;
-  void Fill(const Lane& lane, float value, float* x, int64_t n) override;
-  void ActivationForward(const Lane& lane, Activation activation,
-                         const float* x, float* y, int64_t n) override;
-  void ActivationBackward(const Lane& lane, Activation activation,
-                          const float* x, const float* dy, float* dx,
-                          int64_t n, bool accumulate) override;
-  void SoftmaxCrossEntropy(const Lane& lane, const float* logits,
-                           const float* labels, int64_t rows, int64_t classes,
-                           float normalizer, float* loss,
-                           float* dlogits) override;
-  void Mse(const Lane& lane, const float* pred, const float* target, int64_t n,
-           float normalizer, float* loss, float* dpred) override;
-  void Argmax(const Lane& lane, const float* x, int64_t rows, int64_t cols,
+            int64_t k, float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
+            const GemmSpec& spec) override;
+  void BiasActivation(const Lane& lane, Activation activation, CPtr x, CPtr bias,
+                      Ptr pre, Ptr out, int64_t rows, int64_t cols) override;
+  void ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols, float alpha,
+                  float beta, Ptr out) override;
+  void Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
+              int64_t n) override;
+  void Axpy(const Lane& lane, float alpha, CPtr x, Ptr y, int64_t n) override;
+  void Scale(const Lane& lane, float alpha, Ptr x, int64_t n) override;
+  void Fill(const Lane& lane, float value, Ptr x, int64_t n) override;
+  void Cast(const Lane& lane, CPtr src, Ptr dst, int64_t n) override;
+  void ActivationForward(const Lane& lane, Activation activation, CPtr x, Ptr y,
+                         int64_t n) override;
+  void ActivationBackward(const Lane& lane, Activation activation, CPtr x, CPtr dy,
+                          Ptr dx, int64_t n, bool accumulate) override;
+  void SoftmaxCrossEntropy(const Lane& lane, CPtr logits, const float* labels,
+                           int64_t rows, int64_t classes, float normalizer,
+                           float* loss, Ptr dlogits) override;
+  void Mse(const Lane& lane, CPtr pred, CPtr target, int64_t n, float normalizer,
+           float* loss, Ptr dpred) override;
+  void Argmax(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
               float* out) override;
-  void CountCorrect(const Lane& lane, const float* logits, const float* labels,
-                    int64_t rows, int64_t classes, float* out) override;
+  void CountCorrect(const Lane& lane, CPtr logits, const float* labels, int64_t rows,
+                    int64_t classes, float* out) override;
   void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
-                   float* mask, int64_t n) override;
+                   Ptr mask, int64_t n) override;
   void TrackNonFinite(const Lane& lane, const float* loss, int64_t step,
                       float* first_bad) override;
-  void SgdUpdate(const Lane& lane, const SgdParams& params, float* param,
-                 const float* grad, float* velocity, int64_t n) override;
+  void SgdUpdate(const Lane& lane, const SgdParams& params, float* param, CPtr grad,
+                 float* velocity, Ptr working, int64_t n) override;
   void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
-                   float* param, const float* grad, float* m, float* v,
+                   float* param, CPtr grad, float* m, float* v, Ptr working,
                    int64_t n) override;
 
  private:
@@ -176,6 +169,10 @@ class CudaContext : public Backend {
   void MainLaneOnly(const Lane& lane, const char* op) const;
   // cuBLAS's SM-count target for the lane's GEMM reserve: 0 means "all".
   int GemmSmTarget(const Lane& lane) const;
+  // c = alpha op(a) op(b) + beta c in float32 through cublasSgemm.
+  void SgemmInPlace(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                    int64_t k, float alpha, const float* a, const float* b, float beta,
+                    float* c, bool tf32);
   std::string MakeDescription();
 
   const int device_;

@@ -10,31 +10,35 @@
 namespace tandem {
 namespace cuda {
 
+namespace {
+
+// The float32 view of a GEMM operand, for cublasSgemm (every other op's
+// kernels take CPtr/Ptr of either dtype).
+const float* F32(CPtr p, const char* op, const char* name) {
+  TANDEM_CHECK(p.data == nullptr || p.dtype == DType::kFloat32)
+      << op << " on a GPU: " << name << " is " << DTypeName(p.dtype)
+      << ", which this op's CUDA kernel does not take";
+  return static_cast<const float*>(p.data);
+}
+float* F32(Ptr p, const char* op, const char* name) {
+  return const_cast<float*>(F32(CPtr(p), op, name));
+}
+
+}  // namespace
+
 // Row-major C = op(A) op(B) through column-major cuBLAS: a row-major [r, c]
 // matrix is a column-major [c, r] one, i.e. its transpose. So cuBLAS
 // computes C^T [n, m] = op(B)^T op(A)^T, passing B first. Leading dimensions
 // are the stored row lengths: A is [m, k] (lda = k) or, when transposed,
 // [k, m] (lda = m); B is [k, n] (ldb = n) or [n, k] (ldb = k).
-void CudaContext::Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
-                       int64_t n, int64_t k, float alpha, const float* a,
-                       const float* b, float beta, float* c) {
-  if (m <= 0 || n <= 0) return;
-  DeviceGuard guard(device_);
+void CudaContext::SgemmInPlace(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
+                               int64_t n, int64_t k, float alpha, const float* a,
+                               const float* b, float beta, float* c, bool tf32) {
   CudaLane& state = LaneOf(lane, "Gemm");
-  if (k <= 0) {
-    // An empty sum; cuBLAS rejects lda = 0. beta == 0 overwrites garbage.
-    if (beta == 0.f) {
-      kernels::Fill(state.stream(), 0.f, c, m * n);
-    } else {
-      kernels::Scale(state.stream(), beta, c, m * n);
-    }
-    return;
-  }
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t lda = trans_a ? m : k;
   const int64_t ldb = trans_b ? k : n;
-  const bool tf32 = AllowTf32();
   const int sm_target = GemmSmTarget(lane);
   state.WithBlas([&](Blas& blas) {
     if (tf32 != blas.tf32) {
@@ -46,23 +50,47 @@ void CudaContext::Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
       CUBLAS_CHECK(cublasSetSmCountTarget(blas.handle.get(), sm_target));
       blas.sm_target = sm_target;
     }
-    CUBLAS_CHECK(cublasSgemm_64(blas.handle.get(), op_b, op_a, n, m, k, &alpha, b,
-                                ldb, a, lda, &beta, c, n))
+    CUBLAS_CHECK(cublasSgemm_64(blas.handle.get(), op_b, op_a, n, m, k, &alpha, b, ldb, a,
+                                lda, &beta, c, n))
         << "Gemm m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a
         << " trans_b=" << trans_b << " on the " << lane.Describe();
   });
 }
 
 // One cuBLASLt call where it can (see core/cuda/lt_gemm.h): the result goes
-// straight to d, with the bias and ReLU applied on the way out.
-void CudaContext::GemmEx(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
-                         int64_t n, int64_t k, float alpha, const float* a,
-                         const float* b, float beta, const float* c, float* d,
-                         const GemmEpilogue& epilogue) {
+// straight to d, with the bias and ReLU applied on the way out. A plain
+// in-place float32 product goes to cublasSgemm; what neither covers (GELU
+// and tanh epilogues) runs as a GEMM and a bias-activation pass, so a
+// bfloat16 d is rounded twice there (after the product and after the
+// epilogue) where the CPU backend rounds once.
+void CudaContext::Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                       int64_t k, float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
+                       const GemmSpec& spec) {
   if (m <= 0 || n <= 0) return;
-  const bool relu = epilogue.activation == Activation::kRelu;
-  if (k > 0 && (relu || epilogue.activation == Activation::kIdentity)) {
-    DeviceGuard guard(device_);
+  DeviceGuard guard(device_);
+  const bool tf32 = spec.tf32 || AllowTf32();
+  const bool plain = spec.bias.data == nullptr && spec.activation == Activation::kIdentity &&
+                     (c.data == d.data || beta == 0.f);
+  if (k <= 0) {
+    // An empty sum; cuBLAS rejects lda = 0. beta == 0 overwrites garbage.
+    if (c.data != d.data && beta != 0.f) Cast(lane, c, d, m * n);
+    if (beta == 0.f) {
+      Fill(lane, 0.f, d, m * n);
+    } else {
+      Scale(lane, beta, d, m * n);
+    }
+    if (spec.bias.data != nullptr || spec.activation != Activation::kIdentity) {
+      BiasActivation(lane, spec.activation, d, spec.bias, Ptr{}, d, m, n);
+    }
+    return;
+  }
+  if (plain && a.dtype == DType::kFloat32) {
+    SgemmInPlace(lane, trans_a, trans_b, m, n, k, alpha, F32(a, "Gemm", "a"),
+                 F32(b, "Gemm", "b"), beta, F32(d, "Gemm", "d"), tf32);
+    return;
+  }
+  const bool relu = spec.activation == Activation::kRelu;
+  if (relu || spec.activation == Activation::kIdentity) {
     LtGemmCall call;
     call.trans_a = trans_a;
     call.trans_b = trans_b;
@@ -75,51 +103,73 @@ void CudaContext::GemmEx(const Lane& lane, bool trans_a, bool trans_b, int64_t m
     call.beta = beta;
     call.c = c;
     call.d = d;
-    call.bias = epilogue.bias;
+    call.bias = spec.bias;
     call.relu = relu;
-    call.tf32 = AllowTf32();
+    call.tf32 = tf32;
     call.sm_count_target = GemmSmTarget(lane);
-    const bool done = LaneOf(lane, "GemmEx").WithBlas(
+    const bool done = LaneOf(lane, "Gemm").WithBlas(
         [&](Blas& blas) { return blas.lt.Run(blas.stream, call); });
     if (done) return;
   }
-  Backend::GemmEx(lane, trans_a, trans_b, m, n, k, alpha, a, b, beta, c, d, epilogue);
+  // GELU or tanh (or no cuBLASLt algorithm): the product in place in d, then
+  // the epilogue. The in-place product is a plain call, which float32 runs
+  // on cublasSgemm; bfloat16 has only cuBLASLt, so a plain bfloat16 product
+  // it refuses is an error rather than another round of this fallback.
+  const bool epilogue = spec.bias.data != nullptr || spec.activation != Activation::kIdentity;
+  TANDEM_CHECK(epilogue || a.dtype == DType::kFloat32)
+      << "Gemm on a GPU: cuBLASLt offers no algorithm for a " << DTypeName(a.dtype)
+      << " product m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a
+      << " trans_b=" << trans_b << " into " << DTypeName(d.dtype)
+      << "; use float32 operands for this shape";
+  if (c.data != d.data && beta != 0.f) Cast(lane, c, d, m * n);
+  GemmSpec product;
+  product.tf32 = spec.tf32;
+  Gemm(lane, trans_a, trans_b, m, n, k, alpha, a, b, beta, d, d, product);
+  if (epilogue) BiasActivation(lane, spec.activation, d, spec.bias, Ptr{}, d, m, n);
 }
 
-void CudaContext::BiasActivation(const Lane& lane, Activation activation,
-                                 const float* x, const float* bias, float* pre,
-                                 float* out, int64_t rows, int64_t cols) {
+void CudaContext::BiasActivation(const Lane& lane, Activation activation, CPtr x, CPtr bias,
+                                 Ptr pre, Ptr out, int64_t rows, int64_t cols) {
   DeviceGuard guard(device_);
-  kernels::BiasActivation(StreamOf(lane, "BiasActivation"), activation, x, bias,
-                          pre, out, rows, cols);
+  const char* op = "BiasActivation";
+  if (bias.data == nullptr) {
+    TANDEM_CHECK(pre.data == nullptr) << op << ": pre needs a bias";
+    ActivationForward(lane, activation, x, out, rows * cols);
+    return;
+  }
+  kernels::BiasActivation(StreamOf(lane, op), activation, x, bias, pre, out, rows, cols);
 }
 
-void CudaContext::ColumnSums(const Lane& lane, const float* x, int64_t rows,
-                             int64_t cols, float alpha, float beta, float* out) {
+void CudaContext::ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
+                             float alpha, float beta, Ptr out) {
   DeviceGuard guard(device_);
   kernels::ColumnSums(StreamOf(lane, "ColumnSums"), x, rows, cols, alpha, beta, out);
 }
 
-void CudaContext::Binary(const Lane& lane, BinaryOp op, const float* a,
-                         const float* b, float* out, int64_t n) {
+void CudaContext::Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
+                         int64_t n) {
   DeviceGuard guard(device_);
   kernels::Binary(StreamOf(lane, "Binary"), op, a, b, out, n);
 }
 
-void CudaContext::Axpy(const Lane& lane, float alpha, const float* x, float* y,
-                       int64_t n) {
+void CudaContext::Axpy(const Lane& lane, float alpha, CPtr x, Ptr y, int64_t n) {
   DeviceGuard guard(device_);
   kernels::Axpy(StreamOf(lane, "Axpy"), alpha, x, y, n);
 }
 
-void CudaContext::Scale(const Lane& lane, float alpha, float* x, int64_t n) {
+void CudaContext::Scale(const Lane& lane, float alpha, Ptr x, int64_t n) {
   DeviceGuard guard(device_);
   kernels::Scale(StreamOf(lane, "Scale"), alpha, x, n);
 }
 
-void CudaContext::Fill(const Lane& lane, float value, float* x, int64_t n) {
+void CudaContext::Fill(const Lane& lane, float value, Ptr x, int64_t n) {
   DeviceGuard guard(device_);
   kernels::Fill(StreamOf(lane, "Fill"), value, x, n);
+}
+
+void CudaContext::Cast(const Lane& lane, CPtr src, Ptr dst, int64_t n) {
+  DeviceGuard guard(device_);
+  kernels::Cast(StreamOf(lane, "Cast"), src, dst, n);
 }
 
 void CudaContext::TrackNonFinite(const Lane& lane, const float* loss, int64_t step,
@@ -128,77 +178,71 @@ void CudaContext::TrackNonFinite(const Lane& lane, const float* loss, int64_t st
   kernels::TrackNonFinite(StreamOf(lane, "TrackNonFinite"), loss, step, first_bad);
 }
 
-void CudaContext::ActivationForward(const Lane& lane, Activation activation,
-                                    const float* x, float* y, int64_t n) {
+void CudaContext::ActivationForward(const Lane& lane, Activation activation, CPtr x, Ptr y,
+                                    int64_t n) {
   DeviceGuard guard(device_);
   kernels::ActivationForward(StreamOf(lane, "ActivationForward"), activation, x, y, n);
 }
 
-void CudaContext::ActivationBackward(const Lane& lane, Activation activation,
-                                     const float* x, const float* dy, float* dx,
-                                     int64_t n, bool accumulate) {
+void CudaContext::ActivationBackward(const Lane& lane, Activation activation, CPtr x,
+                                     CPtr dy, Ptr dx, int64_t n, bool accumulate) {
   DeviceGuard guard(device_);
-  kernels::ActivationBackward(StreamOf(lane, "ActivationBackward"), activation, x,
-                              dy, dx, n, accumulate);
+  kernels::ActivationBackward(StreamOf(lane, "ActivationBackward"), activation, x, dy, dx,
+                              n, accumulate);
 }
 
-void CudaContext::SoftmaxCrossEntropy(const Lane& lane, const float* logits,
-                                      const float* labels, int64_t rows,
-                                      int64_t classes, float normalizer,
-                                      float* loss, float* dlogits) {
+void CudaContext::SoftmaxCrossEntropy(const Lane& lane, CPtr logits, const float* labels,
+                                      int64_t rows, int64_t classes, float normalizer,
+                                      float* loss, Ptr dlogits) {
   if (rows <= 0) return;
   DeviceGuard guard(device_);
   MainLaneOnly(lane, "SoftmaxCrossEntropy");
   Scratch scratch(allocator_, kernels::SoftmaxCrossEntropyScratchBytes(rows));
-  kernels::SoftmaxCrossEntropy(main_.stream(), logits, labels, rows, classes,
-                               normalizer, scratch.data(), loss, dlogits);
+  kernels::SoftmaxCrossEntropy(main_.stream(), logits, labels, rows, classes, normalizer,
+                               scratch.data(), loss, dlogits);
 }
 
-void CudaContext::Mse(const Lane& lane, const float* pred, const float* target,
-                      int64_t n, float normalizer, float* loss, float* dpred) {
+void CudaContext::Mse(const Lane& lane, CPtr pred, CPtr target, int64_t n, float normalizer,
+                      float* loss, Ptr dpred) {
   if (n <= 0) return;
   DeviceGuard guard(device_);
   MainLaneOnly(lane, "Mse");
   Scratch scratch(allocator_, kernels::MseScratchBytes(n));
-  kernels::Mse(main_.stream(), pred, target, n, normalizer, scratch.data(), loss,
-               dpred);
+  kernels::Mse(main_.stream(), pred, target, n, normalizer, scratch.data(), loss, dpred);
 }
 
-void CudaContext::Argmax(const Lane& lane, const float* x, int64_t rows,
-                         int64_t cols, float* out) {
+void CudaContext::Argmax(const Lane& lane, CPtr x, int64_t rows, int64_t cols, float* out) {
   DeviceGuard guard(device_);
   kernels::Argmax(StreamOf(lane, "Argmax"), x, rows, cols, out);
 }
 
-void CudaContext::CountCorrect(const Lane& lane, const float* logits,
-                               const float* labels, int64_t rows, int64_t classes,
-                               float* out) {
+void CudaContext::CountCorrect(const Lane& lane, CPtr logits, const float* labels,
+                               int64_t rows, int64_t classes, float* out) {
   if (rows <= 0) return;
   DeviceGuard guard(device_);
   MainLaneOnly(lane, "CountCorrect");
   Scratch scratch(allocator_, kernels::CountCorrectScratchBytes(rows));
-  kernels::CountCorrect(main_.stream(), logits, labels, rows, classes,
-                        scratch.data(), out);
+  kernels::CountCorrect(main_.stream(), logits, labels, rows, classes, scratch.data(), out);
 }
 
-void CudaContext::DropoutMask(const Lane& lane, float p, uint64_t seed,
-                              uint64_t offset, float* mask, int64_t n) {
+void CudaContext::DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
+                              Ptr mask, int64_t n) {
   DeviceGuard guard(device_);
   kernels::DropoutMask(StreamOf(lane, "DropoutMask"), p, seed, offset, mask, n);
 }
 
 void CudaContext::SgdUpdate(const Lane& lane, const SgdParams& params, float* param,
-                            const float* grad, float* velocity, int64_t n) {
+                            CPtr grad, float* velocity, Ptr working, int64_t n) {
   DeviceGuard guard(device_);
-  kernels::SgdUpdate(StreamOf(lane, "SgdUpdate"), params, param, grad, velocity, n);
+  kernels::SgdUpdate(StreamOf(lane, "SgdUpdate"), params, param, grad, velocity, working, n);
 }
 
-void CudaContext::AdamWUpdate(const Lane& lane, const AdamWParams& params,
-                              int64_t step, float* param, const float* grad,
-                              float* m, float* v, int64_t n) {
+void CudaContext::AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
+                              float* param, CPtr grad, float* m, float* v, Ptr working,
+                              int64_t n) {
   DeviceGuard guard(device_);
-  kernels::AdamWUpdate(StreamOf(lane, "AdamWUpdate"), params, step, param, grad,
-                       m, v, n);
+  kernels::AdamWUpdate(StreamOf(lane, "AdamWUpdate"), params, step, param, grad, m, v,
+                       working, n);
 }
 
 }  // namespace cuda

@@ -1,16 +1,18 @@
-// The CUDA backend's element-wise kernels: one grid-stride "map" kernel
-// (float4 loads and stores when every pointer is 16-byte aligned) that each
-// op instantiates with its per-element functor, and the fused bias +
-// activation. The reductions are in kernels_reduce.cu.
+// The CUDA backend's element-wise kernels over float32 and bfloat16: the
+// per-element functors of the map (core/cuda/kernel_map.cuh) for fill,
+// scale, cast, axpy, the binary ops and the activations, and the fused bias
+// + activation. The optimizer updates and dropout are in kernels_update.cu,
+// the reductions in kernels_reduce.cu.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_helpers.cuh"
+#include "core/cuda/kernel_map.cuh"
 #include "core/cuda/kernels.h"
 #include "core/kernel_math.h"
 
@@ -18,99 +20,6 @@ namespace tandem {
 namespace cuda {
 namespace kernels {
 namespace {
-
-// ---------------------------------------------------------------------------
-// Elementwise map.
-//
-// A map has kN float slots per element; bit j of kRead says slot j is loaded
-// before the functor runs, bit j of kWrite that it is stored after. The
-// functor gets the element index and the slot values: f(i, v). Slots that
-// alias (x == out) are fine: each element is loaded before it is stored.
-
-template <int kN>
-struct Slots {
-  float* p[kN];
-};
-
-// Maps the elements [begin, n) one at a time, grid-stride from `begin`: the
-// whole of MapKernel, and the n % 4 elements MapVec4Kernel leaves over.
-template <int kN, unsigned kRead, unsigned kWrite, typename F>
-__device__ __forceinline__ void MapScalar(Slots<kN> s, int64_t begin,
-                                          int64_t n, F f) {
-  for (int64_t i = begin + GlobalThread(); i < n; i += GridThreads()) {
-    float v[kN] = {};
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      if ((kRead >> j) & 1u) v[j] = s.p[j][i];
-    }
-    f(i, v);
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      if ((kWrite >> j) & 1u) s.p[j][i] = v[j];
-    }
-  }
-}
-
-template <int kN, unsigned kRead, unsigned kWrite, typename F>
-__global__ void MapKernel(Slots<kN> s, int64_t n, F f) {
-  MapScalar<kN, kRead, kWrite>(s, 0, n, f);
-}
-
-// The same map, four elements per step with float4 memory operations; the
-// last n % 4 elements go through the scalar path.
-template <int kN, unsigned kRead, unsigned kWrite, typename F>
-__global__ void MapVec4Kernel(Slots<kN> s, int64_t n, F f) {
-  const int64_t n4 = n / 4;
-  for (int64_t q = GlobalThread(); q < n4; q += GridThreads()) {
-    float a[kN][4] = {};
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      if ((kRead >> j) & 1u) {
-        const float4 t = reinterpret_cast<const float4*>(s.p[j])[q];
-        a[j][0] = t.x;
-        a[j][1] = t.y;
-        a[j][2] = t.z;
-        a[j][3] = t.w;
-      }
-    }
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      float v[kN];
-#pragma unroll
-      for (int j = 0; j < kN; ++j) v[j] = a[j][lane];
-      f(4 * q + lane, v);
-#pragma unroll
-      for (int j = 0; j < kN; ++j) a[j][lane] = v[j];
-    }
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      if ((kWrite >> j) & 1u) {
-        reinterpret_cast<float4*>(s.p[j])[q] =
-            make_float4(a[j][0], a[j][1], a[j][2], a[j][3]);
-      }
-    }
-  }
-  MapScalar<kN, kRead, kWrite>(s, 4 * n4, n, f);
-}
-
-template <unsigned kRead, unsigned kWrite, int kN, typename F>
-void LaunchMap(cudaStream_t stream, const char* name, Slots<kN> s, int64_t n,
-               F f) {
-  if (n <= 0) return;
-  bool aligned = true;
-  for (int j = 0; j < kN; ++j) aligned = aligned && Aligned16(s.p[j]);
-  if (aligned && n >= 4) {
-    MapVec4Kernel<kN, kRead, kWrite, F>
-        <<<BlocksFor(n / 4), kThreads, 0, stream>>>(s, n, f);
-  } else {
-    MapKernel<kN, kRead, kWrite, F>
-        <<<BlocksFor(n), kThreads, 0, stream>>>(s, n, f);
-  }
-  TANDEM_CUDA_CHECK_LAUNCH() << name << " (n = " << n << ")";
-}
-
-// Slots hold float*; inputs are only read (kRead without kWrite).
-float* In(const float* p) { return const_cast<float*>(p); }
 
 // Calls fn(std::integral_constant<Activation, a>()), so kernels are compiled
 // once per activation and kernel_math's switch folds away.
@@ -134,7 +43,7 @@ void DispatchActivation(Activation a, Fn&& fn) {
 }
 
 // ---------------------------------------------------------------------------
-// Elementwise functors.
+// Elementwise functors (slot values as floats; see kernel_map.cuh).
 
 struct FillOp {
   float value;
@@ -144,6 +53,11 @@ struct FillOp {
 struct ScaleOp {
   float alpha;
   __device__ void operator()(int64_t, float* v) const { v[0] *= alpha; }
+};
+
+// v = {src, dst}: the conversion is the map's load and rounded store.
+struct CopyOp {
+  __device__ void operator()(int64_t, float* v) const { v[1] = v[0]; }
 };
 
 // v = {x, y}
@@ -179,47 +93,14 @@ struct ActivationBackwardOp {
   }
 };
 
-struct DropoutOp {
-  float p;
-  uint64_t seed;
-  uint64_t offset;
-  __device__ void operator()(int64_t i, float* v) const {
-    v[0] =
-        kernel_math::DropoutScale(p, seed, offset + static_cast<uint64_t>(i));
-  }
-};
-
-// v = {param, grad, velocity} or {param, grad}
-template <bool kVelocity>
-struct SgdOp {
-  SgdParams params;
-  __device__ void operator()(int64_t, float* v) const {
-    if constexpr (kVelocity) {
-      kernel_math::SgdStep(params, v[0], v[1], &v[2]);
-    } else {
-      kernel_math::SgdStep(params, v[0], v[1], nullptr);
-    }
-  }
-};
-
-// v = {param, grad, m, v}
-struct AdamWOp {
-  AdamWParams params;
-  float bias1;
-  float bias2;
-  __device__ void operator()(int64_t, float* v) const {
-    kernel_math::AdamWStep(params, bias1, bias2, v[0], v[1], v[2], v[3]);
-  }
-};
-
 // ---------------------------------------------------------------------------
 // BiasActivation: a flat grid-stride loop that tracks its column instead of
-// dividing per element (one 64-bit modulo per thread, not per element).
-// kVec = 4 moves float4s when cols % 4 == 0 and the pointers are aligned.
+// dividing per element (one 64-bit modulo per thread, not per element). Each
+// unit is kVec elements: 16-byte vectors (4 float32 or 8 bfloat16) when
+// cols is a multiple and the pointers are aligned, else 1.
 
-template <Activation kAct, bool kPre, int kVec>
-__global__ void BiasActivationKernel(const float* x, const float* bias,
-                                     float* pre, float* out,
+template <typename T, Activation kAct, bool kPre, int kVec>
+__global__ void BiasActivationKernel(const T* x, const T* bias, T* pre, T* out,
                                      int64_t units_per_row, int64_t units) {
   int64_t i = GlobalThread();
   if (i >= units) return;
@@ -227,23 +108,66 @@ __global__ void BiasActivationKernel(const float* x, const float* bias,
   const int64_t column_step = stride % units_per_row;
   int64_t c = i % units_per_row;
   for (; i < units; i += stride) {
-    if constexpr (kVec == 4) {
-      const float4 xv = reinterpret_cast<const float4*>(x)[i];
-      const float4 bv = reinterpret_cast<const float4*>(bias)[c];
-      const float4 z =
-          make_float4(xv.x + bv.x, xv.y + bv.y, xv.z + bv.z, xv.w + bv.w);
-      if (kPre) reinterpret_cast<float4*>(pre)[i] = z;
-      reinterpret_cast<float4*>(out)[i] = make_float4(
-          kernel_math::Activate(kAct, z.x), kernel_math::Activate(kAct, z.y),
-          kernel_math::Activate(kAct, z.z), kernel_math::Activate(kAct, z.w));
-    } else {
-      const float z = x[i] + bias[c];
-      if (kPre) pre[i] = z;
-      out[i] = kernel_math::Activate(kAct, z);
+    float z[kVec], b[kVec], y[kVec];
+    LoadVec<kVec>(x, i, z);
+    LoadVec<kVec>(bias, c, b);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      z[e] += b[e];
+      y[e] = kernel_math::Activate(kAct, z[e]);
     }
+    if (kPre) StoreVec<kVec>(pre, i, z);
+    StoreVec<kVec>(out, i, y);
     c += column_step;
     if (c >= units_per_row) c -= units_per_row;
   }
+}
+
+template <typename T>
+void LaunchBiasActivation(cudaStream_t stream, Activation activation, const T* x,
+                          const T* bias, T* pre, T* out, int64_t rows, int64_t cols) {
+  constexpr int kVec = 16 / sizeof(T);
+  const int64_t n = rows * cols;
+  const bool vec = cols % kVec == 0 && Aligned16(x) && Aligned16(bias) &&
+                   Aligned16(out) && (pre == nullptr || Aligned16(pre));
+  const int64_t units_per_row = vec ? cols / kVec : cols;
+  const int64_t units = vec ? n / kVec : n;
+  const int blocks = BlocksFor(units);
+  DispatchActivation(activation, [&](auto act) {
+    constexpr Activation kAct = decltype(act)::value;
+    if (vec && pre != nullptr) {
+      BiasActivationKernel<T, kAct, true, kVec><<<blocks, kThreads, 0, stream>>>(
+          x, bias, pre, out, units_per_row, units);
+    } else if (vec) {
+      BiasActivationKernel<T, kAct, false, kVec><<<blocks, kThreads, 0, stream>>>(
+          x, bias, pre, out, units_per_row, units);
+    } else if (pre != nullptr) {
+      BiasActivationKernel<T, kAct, true, 1><<<blocks, kThreads, 0, stream>>>(
+          x, bias, pre, out, units_per_row, units);
+    } else {
+      BiasActivationKernel<T, kAct, false, 1><<<blocks, kThreads, 0, stream>>>(
+          x, bias, pre, out, units_per_row, units);
+    }
+  });
+  TANDEM_CUDA_CHECK_LAUNCH() << "BiasActivation [" << rows << ", " << cols << "] "
+                             << (kIsBf16<T> ? "bfloat16" : "float32");
+}
+
+template <typename T>
+void LaunchBinary(cudaStream_t stream, BinaryOp op, const Slots<3>& s, int64_t n) {
+  constexpr unsigned kBf16 = Bf16Mask<T, T, T>();
+  switch (op) {
+    case BinaryOp::kAdd:
+      LaunchMap<0b011, 0b100, kBf16>(stream, "Add", s, n, BinaryFn<BinaryOp::kAdd>());
+      return;
+    case BinaryOp::kSub:
+      LaunchMap<0b011, 0b100, kBf16>(stream, "Sub", s, n, BinaryFn<BinaryOp::kSub>());
+      return;
+    case BinaryOp::kMul:
+      LaunchMap<0b011, 0b100, kBf16>(stream, "Mul", s, n, BinaryFn<BinaryOp::kMul>());
+      return;
+  }
+  TANDEM_CHECK(false) << "unknown binary op " << static_cast<int>(op);
 }
 
 }  // namespace
@@ -251,119 +175,107 @@ __global__ void BiasActivationKernel(const float* x, const float* bias,
 // ---------------------------------------------------------------------------
 // Launchers.
 
-void BiasActivation(cudaStream_t stream, Activation activation, const float* x,
-                    const float* bias, float* pre, float* out, int64_t rows,
-                    int64_t cols) {
-  const int64_t n = rows * cols;
+void BiasActivation(cudaStream_t stream, Activation activation, CPtr x, CPtr bias,
+                    Ptr pre, Ptr out, int64_t rows, int64_t cols) {
+  if (rows * cols <= 0) return;
+  CheckOneDType("BiasActivation", {{"x", x}, {"bias", bias}, {"pre", pre}, {"out", out}});
+  DispatchDType(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LaunchBiasActivation<T>(stream, activation, static_cast<const T*>(x.data),
+                            static_cast<const T*>(bias.data), static_cast<T*>(pre.data),
+                            static_cast<T*>(out.data), rows, cols);
+  });
+}
+
+void Binary(cudaStream_t stream, BinaryOp op, CPtr a, CPtr b, Ptr out, int64_t n) {
+  CheckOneDType("Binary", {{"a", a}, {"b", b}, {"out", out}});
+  const Slots<3> s{{In(a.data), In(b.data), out.data}};
+  DispatchDType(a.dtype, [&](auto tag) {
+    LaunchBinary<typename decltype(tag)::type>(stream, op, s, n);
+  });
+}
+
+void Axpy(cudaStream_t stream, float alpha, CPtr x, Ptr y, int64_t n) {
+  const Slots<2> s{{In(x.data), y.data}};
+  DispatchDType(x.dtype, [&](auto tx) {
+    DispatchDType(y.dtype, [&](auto ty) {
+      constexpr unsigned kBf16 =
+          Bf16Mask<typename decltype(tx)::type, typename decltype(ty)::type>();
+      LaunchMap<0b11, 0b10, kBf16>(stream, "Axpy", s, n, AxpyOp{alpha});
+    });
+  });
+}
+
+void Scale(cudaStream_t stream, float alpha, Ptr x, int64_t n) {
+  DispatchDType(x.dtype, [&](auto tag) {
+    constexpr unsigned kBf16 = Bf16Mask<typename decltype(tag)::type>();
+    LaunchMap<0b1, 0b1, kBf16>(stream, "Scale", Slots<1>{{x.data}}, n, ScaleOp{alpha});
+  });
+}
+
+void Fill(cudaStream_t stream, float value, Ptr x, int64_t n) {
+  DispatchDType(x.dtype, [&](auto tag) {
+    constexpr unsigned kBf16 = Bf16Mask<typename decltype(tag)::type>();
+    LaunchMap<0b0, 0b1, kBf16>(stream, "Fill", Slots<1>{{x.data}}, n, FillOp{value});
+  });
+}
+
+void Cast(cudaStream_t stream, CPtr src, Ptr dst, int64_t n) {
   if (n <= 0) return;
-  const bool vec = cols % 4 == 0 && Aligned16(x) && Aligned16(bias) &&
-                   Aligned16(out) && (pre == nullptr || Aligned16(pre));
-  const int64_t units_per_row = vec ? cols / 4 : cols;
-  const int64_t units = vec ? n / 4 : n;
-  DispatchActivation(activation, [&](auto act) {
-    constexpr Activation kAct = decltype(act)::value;
-    const int blocks = BlocksFor(units);
-    if (vec && pre != nullptr) {
-      BiasActivationKernel<kAct, true, 4><<<blocks, kThreads, 0, stream>>>(
-          x, bias, pre, out, units_per_row, units);
-    } else if (vec) {
-      BiasActivationKernel<kAct, false, 4><<<blocks, kThreads, 0, stream>>>(
-          x, bias, pre, out, units_per_row, units);
-    } else if (pre != nullptr) {
-      BiasActivationKernel<kAct, true, 1><<<blocks, kThreads, 0, stream>>>(
-          x, bias, pre, out, units_per_row, units);
-    } else {
-      BiasActivationKernel<kAct, false, 1><<<blocks, kThreads, 0, stream>>>(
-          x, bias, pre, out, units_per_row, units);
-    }
-  });
-  TANDEM_CUDA_CHECK_LAUNCH()
-      << "BiasActivation [" << rows << ", " << cols << "]";
-}
-
-void Binary(cudaStream_t stream, BinaryOp op, const float* a, const float* b,
-            float* out, int64_t n) {
-  const Slots<3> s{{In(a), In(b), out}};
-  switch (op) {
-    case BinaryOp::kAdd:
-      LaunchMap<0b011, 0b100>(stream, "Add", s, n, BinaryFn<BinaryOp::kAdd>());
-      return;
-    case BinaryOp::kSub:
-      LaunchMap<0b011, 0b100>(stream, "Sub", s, n, BinaryFn<BinaryOp::kSub>());
-      return;
-    case BinaryOp::kMul:
-      LaunchMap<0b011, 0b100>(stream, "Mul", s, n, BinaryFn<BinaryOp::kMul>());
-      return;
+  if (src.dtype == dst.dtype) {
+    if (src.data == dst.data) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(n) * SizeOf(src.dtype),
+                               cudaMemcpyDeviceToDevice, stream))
+        << "Cast: copying " << n << " " << DTypeName(src.dtype) << " elements";
+    return;
   }
-  TANDEM_CHECK(false) << "unknown binary op " << static_cast<int>(op);
-}
-
-void Axpy(cudaStream_t stream, float alpha, const float* x, float* y,
-          int64_t n) {
-  LaunchMap<0b11, 0b10>(stream, "Axpy", Slots<2>{{In(x), y}}, n, AxpyOp{alpha});
-}
-
-void Scale(cudaStream_t stream, float alpha, float* x, int64_t n) {
-  LaunchMap<0b1, 0b1>(stream, "Scale", Slots<1>{{x}}, n, ScaleOp{alpha});
-}
-
-void Fill(cudaStream_t stream, float value, float* x, int64_t n) {
-  LaunchMap<0b0, 0b1>(stream, "Fill", Slots<1>{{x}}, n, FillOp{value});
-}
-
-void ActivationForward(cudaStream_t stream, Activation activation,
-                       const float* x, float* y, int64_t n) {
-  DispatchActivation(activation, [&](auto act) {
-    constexpr Activation kAct = decltype(act)::value;
-    LaunchMap<0b01, 0b10>(stream, "ActivationForward", Slots<2>{{In(x), y}}, n,
-                          ActivationForwardOp<kAct>());
+  const Slots<2> s{{In(src.data), dst.data}};
+  DispatchDType(src.dtype, [&](auto ts) {
+    DispatchDType(dst.dtype, [&](auto td) {
+      using TS = typename decltype(ts)::type;
+      using TD = typename decltype(td)::type;
+      if constexpr (!std::is_same_v<TS, TD>) {
+        LaunchMap<0b01, 0b10, Bf16Mask<TS, TD>()>(stream, "Cast", s, n, CopyOp());
+      }
+    });
   });
 }
 
-void ActivationBackward(cudaStream_t stream, Activation activation,
-                        const float* x, const float* dy, float* dx, int64_t n,
-                        bool accumulate) {
-  const Slots<3> s{{In(x), In(dy), dx}};
-  DispatchActivation(activation, [&](auto act) {
-    constexpr Activation kAct = decltype(act)::value;
-    if (accumulate) {
-      LaunchMap<0b111, 0b100>(stream, "ActivationBackward", s, n,
-                              ActivationBackwardOp<kAct, true>());
-    } else {
-      LaunchMap<0b011, 0b100>(stream, "ActivationBackward", s, n,
-                              ActivationBackwardOp<kAct, false>());
-    }
+void ActivationForward(cudaStream_t stream, Activation activation, CPtr x, Ptr y,
+                       int64_t n) {
+  CheckOneDType("ActivationForward", {{"x", x}, {"y", y}});
+  const Slots<2> s{{In(x.data), y.data}};
+  DispatchDType(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    DispatchActivation(activation, [&](auto act) {
+      constexpr Activation kAct = decltype(act)::value;
+      LaunchMap<0b01, 0b10, Bf16Mask<T, T>()>(stream, "ActivationForward", s, n,
+                                              ActivationForwardOp<kAct>());
+    });
   });
 }
 
-void DropoutMask(cudaStream_t stream, float p, uint64_t seed, uint64_t offset,
-                 float* mask, int64_t n) {
-  LaunchMap<0b0, 0b1>(stream, "DropoutMask", Slots<1>{{mask}}, n,
-                      DropoutOp{p, seed, offset});
-}
-
-void SgdUpdate(cudaStream_t stream, const SgdParams& params, float* param,
-               const float* grad, float* velocity, int64_t n) {
-  if (velocity != nullptr) {
-    LaunchMap<0b111, 0b101>(stream, "SgdUpdate",
-                            Slots<3>{{param, In(grad), velocity}}, n,
-                            SgdOp<true>{params});
-  } else {
-    LaunchMap<0b11, 0b01>(stream, "SgdUpdate", Slots<2>{{param, In(grad)}}, n,
-                          SgdOp<false>{params});
-  }
-}
-
-void AdamWUpdate(cudaStream_t stream, const AdamWParams& params, int64_t step,
-                 float* param, const float* grad, float* m, float* v,
-                 int64_t n) {
-  // As the CPU backend computes them (std::pow in float), so both backends
-  // divide by the same bias corrections.
-  const float bias1 = 1.f - std::pow(params.beta1, static_cast<float>(step));
-  const float bias2 = 1.f - std::pow(params.beta2, static_cast<float>(step));
-  LaunchMap<0b1111, 0b1101>(stream, "AdamWUpdate",
-                            Slots<4>{{param, In(grad), m, v}}, n,
-                            AdamWOp{params, bias1, bias2});
+void ActivationBackward(cudaStream_t stream, Activation activation, CPtr x, CPtr dy,
+                        Ptr dx, int64_t n, bool accumulate) {
+  CheckOneDType("ActivationBackward", {{"dy", dy}, {"dx", dx}});
+  const Slots<3> s{{In(x.data), In(dy.data), dx.data}};
+  DispatchDType(x.dtype, [&](auto tx) {
+    DispatchDType(dy.dtype, [&](auto tg) {
+      using TX = typename decltype(tx)::type;
+      using TG = typename decltype(tg)::type;
+      constexpr unsigned kBf16 = Bf16Mask<TX, TG, TG>();
+      DispatchActivation(activation, [&](auto act) {
+        constexpr Activation kAct = decltype(act)::value;
+        if (accumulate) {
+          LaunchMap<0b111, 0b100, kBf16>(stream, "ActivationBackward", s, n,
+                                         ActivationBackwardOp<kAct, true>());
+        } else {
+          LaunchMap<0b011, 0b100, kBf16>(stream, "ActivationBackward", s, n,
+                                         ActivationBackwardOp<kAct, false>());
+        }
+      });
+    });
+  });
 }
 
 }  // namespace kernels

@@ -1,8 +1,11 @@
 // The CUDA backend's reductions: column sums, softmax cross-entropy, MSE,
 // argmax and count-correct, and the non-finite loss tracker. Per-row ops
 // give each row one block; reductions to one number are two-pass and
-// deterministic (see kernels.h). The element-wise kernels are in
-// kernels_elementwise.cu.
+// deterministic (see kernels.h). Operands are float32 or bfloat16, loaded
+// into float; sums stay in float32 (double where noted), and bfloat16
+// gradients are rounded once when stored. The element-wise kernels are in
+// kernels_elementwise.cu and kernels_update.cu.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -93,11 +96,11 @@ __device__ __forceinline__ ArgmaxPair WarpArgmax(ArgmaxPair best) {
   return best;
 }
 
-__device__ int64_t BlockArgmax(const float* row, int64_t cols,
-                               ArgmaxPair* shared) {
+template <typename T>
+__device__ int64_t BlockArgmax(const T* row, int64_t cols, ArgmaxPair* shared) {
   ArgmaxPair best = NoArgmax();
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    best = BetterOf(best, ArgmaxPair{row[c], c});
+    best = BetterOf(best, ArgmaxPair{ToFloat(row[c]), c});
   }
   best = WarpArgmax(best);
   const int warps = blockDim.x / 32;
@@ -142,18 +145,18 @@ __device__ bool ValidLabel(float label, int64_t classes) {
 // ---------------------------------------------------------------------------
 // Row kernels.
 
-__global__ void SoftmaxCrossEntropyKernel(const float* logits,
-                                          const float* labels, int64_t classes,
-                                          float normalizer, double* row_loss,
-                                          float* dlogits) {
+template <typename T>
+__global__ void SoftmaxCrossEntropyKernel(const T* logits, const float* labels,
+                                          int64_t classes, float normalizer,
+                                          double* row_loss, T* dlogits) {
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
   const int64_t r = blockIdx.x;
-  const float* row = logits + r * classes;
+  const T* row = logits + r * classes;
 
   float row_max = -INFINITY;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    row_max = fmaxf(row_max, row[c]);
+    row_max = fmaxf(row_max, ToFloat(row[c]));
   }
   row_max = BlockAllReduce(row_max, MaxOp(), -INFINITY, shared_f);
 
@@ -161,7 +164,7 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits,
   // nearly equal numbers when the model is confident.
   double sum = 0.0;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    sum += exp(static_cast<double>(row[c] - row_max));
+    sum += exp(static_cast<double>(ToFloat(row[c]) - row_max));
   }
   sum = BlockAllReduce(sum, SumOp(), 0.0, shared_d);
   const double log_sum = log(sum);
@@ -170,29 +173,30 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits,
   const bool valid = ValidLabel(label, classes);
   const int64_t target = valid ? static_cast<int64_t>(label) : -1;
   if (threadIdx.x == 0) {
-    row_loss[r] = valid ? log_sum - static_cast<double>(row[target] - row_max)
+    row_loss[r] = valid ? log_sum - static_cast<double>(ToFloat(row[target]) - row_max)
                         : static_cast<double>(NAN);
   }
   if (dlogits != nullptr) {
-    float* grad = dlogits + r * classes;
+    T* grad = dlogits + r * classes;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const double p = exp(static_cast<double>(row[c] - row_max) - log_sum);
-      grad[c] =
-          valid
-              ? static_cast<float>((p - (c == target ? 1.0 : 0.0)) / normalizer)
-              : NAN;
+      const double p = exp(static_cast<double>(ToFloat(row[c]) - row_max) - log_sum);
+      grad[c] = FromFloat<T>(
+          valid ? static_cast<float>((p - (c == target ? 1.0 : 0.0)) / normalizer)
+                : NAN);
     }
   }
 }
 
-__global__ void ArgmaxKernel(const float* x, int64_t cols, float* out) {
+template <typename T>
+__global__ void ArgmaxKernel(const T* x, int64_t cols, float* out) {
   __shared__ ArgmaxPair shared[32];
   const int64_t r = blockIdx.x;
   const int64_t index = BlockArgmax(x + r * cols, cols, shared);
   if (threadIdx.x == 0) out[r] = static_cast<float>(index);
 }
 
-__global__ void CorrectKernel(const float* logits, const float* labels,
+template <typename T>
+__global__ void CorrectKernel(const T* logits, const float* labels,
                               int64_t classes, double* correct) {
   __shared__ ArgmaxPair shared[32];
   const int64_t r = blockIdx.x;
@@ -227,14 +231,15 @@ void LaunchSumToScalar(cudaStream_t stream, const double* values, int64_t n,
 
 int MseBlocks(int64_t n) { return BlocksFor(n, /*max_blocks=*/1024); }
 
-__global__ void MseKernel(const float* pred, const float* target, int64_t n,
-                          float normalizer, double* partials, float* dpred) {
+template <typename TP, typename TT>
+__global__ void MseKernel(const TP* pred, const TT* target, int64_t n,
+                          float normalizer, double* partials, TP* dpred) {
   __shared__ double shared[32];
   double acc = 0.0;
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    const float d = pred[i] - target[i];
+    const float d = ToFloat(pred[i]) - ToFloat(target[i]);
     acc += static_cast<double>(d) * d;
-    if (dpred != nullptr) dpred[i] = 2.f * d / normalizer;
+    if (dpred != nullptr) dpred[i] = FromFloat<TP>(2.f * d / normalizer);
   }
   acc = BlockAllReduce(acc, SumOp(), 0.0, shared);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
@@ -247,15 +252,16 @@ __global__ void MseKernel(const float* pred, const float* target, int64_t n,
 constexpr int kColumnTile = 32;
 constexpr int kRowPhases = 16;
 
-__global__ void ColumnSumsKernel(const float* x, int64_t rows, int64_t cols,
-                                 float alpha, float beta, float* out) {
+template <typename TX, typename TO>
+__global__ void ColumnSumsKernel(const TX* x, int64_t rows, int64_t cols,
+                                 float alpha, float beta, TO* out) {
   __shared__ float partial[kRowPhases][kColumnTile + 1];
   const int64_t c =
       static_cast<int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
   float acc = 0.f;
   if (c < cols) {
     for (int64_t r = threadIdx.y; r < rows; r += kRowPhases) {
-      acc += x[r * cols + c];
+      acc += ToFloat(x[r * cols + c]);
     }
   }
   partial[threadIdx.y][threadIdx.x] = acc;
@@ -265,7 +271,8 @@ __global__ void ColumnSumsKernel(const float* x, int64_t rows, int64_t cols,
 #pragma unroll
     for (int k = 0; k < kRowPhases; ++k) sum += partial[k][threadIdx.x];
     // beta == 0 must not read `out`: it may hold garbage (NaN * 0 is NaN).
-    out[c] = beta == 0.f ? alpha * sum : beta * out[c] + alpha * sum;
+    out[c] = FromFloat<TO>(beta == 0.f ? alpha * sum
+                                       : beta * ToFloat(out[c]) + alpha * sum);
   }
 }
 
@@ -281,13 +288,21 @@ __global__ void TrackNonFiniteKernel(const float* loss, float step,
 // ---------------------------------------------------------------------------
 // Launchers.
 
-void ColumnSums(cudaStream_t stream, const float* x, int64_t rows, int64_t cols,
-                float alpha, float beta, float* out) {
+void ColumnSums(cudaStream_t stream, CPtr x, int64_t rows, int64_t cols, float alpha,
+                float beta, Ptr out) {
   if (cols <= 0) return;
   const int64_t tiles = (cols + kColumnTile - 1) / kColumnTile;
   CheckRows("ColumnSums", tiles);
-  ColumnSumsKernel<<<static_cast<int>(tiles), dim3(kColumnTile, kRowPhases), 0,
-                     stream>>>(x, rows, cols, alpha, beta, out);
+  DispatchDType(x.dtype, [&](auto tx) {
+    DispatchDType(out.dtype, [&](auto to) {
+      using TX = typename decltype(tx)::type;
+      using TO = typename decltype(to)::type;
+      ColumnSumsKernel<TX, TO>
+          <<<static_cast<int>(tiles), dim3(kColumnTile, kRowPhases), 0, stream>>>(
+              static_cast<const TX*>(x.data), rows, cols, alpha, beta,
+              static_cast<TO*>(out.data));
+    });
+  });
   TANDEM_CUDA_CHECK_LAUNCH() << "ColumnSums [" << rows << ", " << cols << "]";
 }
 
@@ -302,16 +317,19 @@ size_t SoftmaxCrossEntropyScratchBytes(int64_t rows) {
   return PerRowScratchBytes(rows);
 }
 
-void SoftmaxCrossEntropy(cudaStream_t stream, const float* logits,
-                         const float* labels, int64_t rows, int64_t classes,
-                         float normalizer, void* scratch, float* loss,
-                         float* dlogits) {
+void SoftmaxCrossEntropy(cudaStream_t stream, CPtr logits, const float* labels,
+                         int64_t rows, int64_t classes, float normalizer, void* scratch,
+                         float* loss, Ptr dlogits) {
   if (rows <= 0) return;
   CheckRows("SoftmaxCrossEntropy", rows);
+  CheckOneDType("SoftmaxCrossEntropy", {{"logits", logits}, {"dlogits", dlogits}});
   double* row_loss = static_cast<double*>(scratch);
-  SoftmaxCrossEntropyKernel<<<static_cast<int>(rows), RowThreads(classes), 0,
-                              stream>>>(logits, labels, classes, normalizer,
-                                        row_loss, dlogits);
+  DispatchDType(logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    SoftmaxCrossEntropyKernel<T><<<static_cast<int>(rows), RowThreads(classes), 0, stream>>>(
+        static_cast<const T*>(logits.data), labels, classes, normalizer, row_loss,
+        static_cast<T*>(dlogits.data));
+  });
   TANDEM_CUDA_CHECK_LAUNCH()
       << "SoftmaxCrossEntropy [" << rows << ", " << classes << "]";
   LaunchSumToScalar(stream, row_loss, rows, normalizer, loss,
@@ -322,23 +340,33 @@ size_t MseScratchBytes(int64_t n) {
   return static_cast<size_t>(MseBlocks(n)) * sizeof(double);
 }
 
-void Mse(cudaStream_t stream, const float* pred, const float* target, int64_t n,
-         float normalizer, void* scratch, float* loss, float* dpred) {
+void Mse(cudaStream_t stream, CPtr pred, CPtr target, int64_t n, float normalizer,
+         void* scratch, float* loss, Ptr dpred) {
   if (n <= 0) return;
+  CheckOneDType("Mse", {{"pred", pred}, {"dpred", dpred}});
   const int blocks = MseBlocks(n);
   double* partials = static_cast<double*>(scratch);
-  MseKernel<<<blocks, kThreads, 0, stream>>>(pred, target, n, normalizer,
-                                             partials, dpred);
+  DispatchDType(pred.dtype, [&](auto tp) {
+    DispatchDType(target.dtype, [&](auto tt) {
+      using TP = typename decltype(tp)::type;
+      using TT = typename decltype(tt)::type;
+      MseKernel<TP, TT><<<blocks, kThreads, 0, stream>>>(
+          static_cast<const TP*>(pred.data), static_cast<const TT*>(target.data), n,
+          normalizer, partials, static_cast<TP*>(dpred.data));
+    });
+  });
   TANDEM_CUDA_CHECK_LAUNCH() << "Mse (n = " << n << ")";
   LaunchSumToScalar(stream, partials, blocks, normalizer, loss, "Mse");
 }
 
-void Argmax(cudaStream_t stream, const float* x, int64_t rows, int64_t cols,
-            float* out) {
+void Argmax(cudaStream_t stream, CPtr x, int64_t rows, int64_t cols, float* out) {
   if (rows <= 0) return;
   CheckRows("Argmax", rows);
-  ArgmaxKernel<<<static_cast<int>(rows), RowThreads(cols), 0, stream>>>(x, cols,
-                                                                        out);
+  DispatchDType(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ArgmaxKernel<T><<<static_cast<int>(rows), RowThreads(cols), 0, stream>>>(
+        static_cast<const T*>(x.data), cols, out);
+  });
   TANDEM_CUDA_CHECK_LAUNCH() << "Argmax [" << rows << ", " << cols << "]";
 }
 
@@ -346,13 +374,16 @@ size_t CountCorrectScratchBytes(int64_t rows) {
   return PerRowScratchBytes(rows);
 }
 
-void CountCorrect(cudaStream_t stream, const float* logits, const float* labels,
-                  int64_t rows, int64_t classes, void* scratch, float* out) {
+void CountCorrect(cudaStream_t stream, CPtr logits, const float* labels, int64_t rows,
+                  int64_t classes, void* scratch, float* out) {
   if (rows <= 0) return;
   CheckRows("CountCorrect", rows);
   double* correct = static_cast<double*>(scratch);
-  CorrectKernel<<<static_cast<int>(rows), RowThreads(classes), 0, stream>>>(
-      logits, labels, classes, correct);
+  DispatchDType(logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    CorrectKernel<T><<<static_cast<int>(rows), RowThreads(classes), 0, stream>>>(
+        static_cast<const T*>(logits.data), labels, classes, correct);
+  });
   TANDEM_CUDA_CHECK_LAUNCH()
       << "CountCorrect [" << rows << ", " << classes << "]";
   LaunchSumToScalar(stream, correct, rows, 1.0, out, "CountCorrect");

@@ -1,5 +1,5 @@
-// LtGemm: row-major fp32 GEMMs through cuBLASLt, for the two things
-// cublasSgemm cannot do in one call:
+// LtGemm: row-major GEMMs through cuBLASLt (float32 or bfloat16 operands,
+// float32 accumulation), for what cublasSgemm cannot do in one call:
 //   - write the result to a different buffer than the one it adds to,
 //     D = alpha op(A) op(B) + beta C with C != D (Linear's SGD-in-backward
 //     reads the old weights as C and writes the new ones as D, while the
@@ -21,6 +21,8 @@
 #include <map>
 #include <tuple>
 
+#include "core/dtype.h"
+
 namespace tandem {
 namespace cuda {
 
@@ -28,14 +30,13 @@ struct LtGemmCall {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;  // op(A) is [m, k], op(B) [k, n], C and D [m, n]
   float alpha = 1.f;
-  const float* a = nullptr;
-  const float* b = nullptr;
+  CPtr a, b;                    // one dtype: float32 or bfloat16
   float beta = 0.f;
-  const float* c = nullptr;     // may equal d; unused when beta == 0
-  float* d = nullptr;
-  const float* bias = nullptr;  // [n] added to every row, or null
+  CPtr c;                       // may equal d; unused when beta == 0
+  Ptr d;                        // c's dtype; float32 when a is
+  CPtr bias;                    // [n] added to every row, d's dtype; or none
   bool relu = false;            // max(0, .) after the bias
-  bool tf32 = false;
+  bool tf32 = false;            // float32 a and b: TF32 tensor cores
   int sm_count_target = 0;      // plan for this many SMs; 0: all of them
 };
 
@@ -59,7 +60,12 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
     bool usable = false;
   };
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int, bool, int>;
+  // The call's shape, epilogue, math and dtypes, and the alignment (in bytes,
+  // up to 256) of each of its four pointers: cuBLASLt's algorithms may need
+  // aligned operands, and a view into a flat buffer (a gradient in a bucket)
+  // need not be.
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int, bool, int, int, int,
+                         std::tuple<int, int, int, int>>;
   Plan& PlanFor(const LtGemmCall& call);
 
   cublasLtHandle_t handle_ = nullptr;

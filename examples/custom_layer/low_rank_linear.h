@@ -2,7 +2,8 @@
 // (core/ops.h, core/tensor.h, layers/layer.h): y = x A^T B^T, a linear map
 // factored through `rank` dimensions (in*rank + rank*out weights instead of
 // in*out). It runs on CPU and GPU without knowing which, and trains like any
-// built-in layer. docs/custom_layers.md walks through it.
+// built-in layer, in a float32 or a bf16 model (it computes in float32 and
+// casts at its edges). docs/custom_layers.md walks through it.
 #ifndef TANDEM_EXAMPLES_CUSTOM_LAYER_LOW_RANK_LINEAR_H_
 #define TANDEM_EXAMPLES_CUSTOM_LAYER_LOW_RANK_LINEAR_H_
 
@@ -34,7 +35,7 @@ class LowRankLinear : public tandem::Layer {
     TANDEM_CHECK(x.rank() == 2 && x.dim(1) == in_)
         << "layer '" << name_ << "' got input " << tandem::ShapeToString(x.shape())
         << ": expected [batch, " << in_ << "]";
-    x_ = x;
+    x_ = tandem::ops::ToDType(x, tandem::DType::kFloat32);  // bf16 models too
     h_ = Tensor::Empty({x.dim(0), a_.dim(0)}, x.device());
     tandem::ops::Gemm(x, false, a_, true, h_);   // h = x A^T   [batch, rank]
     Tensor y = Tensor::Empty({x.dim(0), b_.dim(0)}, x.device());
@@ -42,7 +43,8 @@ class LowRankLinear : public tandem::Layer {
     return y;
   }
 
-  Tensor Backward(const Tensor& dy) override {  // dy [batch, out]
+  Tensor Backward(const Tensor& dy_in) override {  // dy [batch, out]
+    const Tensor dy = tandem::ops::ToDType(dy_in, tandem::DType::kFloat32);
     tandem::ops::Gemm(dy, true, h_, false, db_, 1.f, 1.f);   // dB += dy^T h
     Tensor dh = Tensor::Empty(h_.shape(), dy.device());
     tandem::ops::Gemm(dy, false, b_, false, dh);             // dh = dy B

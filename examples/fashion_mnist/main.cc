@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tandem::TrainConfig config;
   std::string hidden = "512,256";
   std::string mode = "threads";
+  std::string precision = "fp32";
   int workers = 0;
 
   CLI::App app{"Tandem: train an MLP on Fashion-MNIST with data parallelism"};
@@ -30,6 +31,9 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "hidden layer sizes, comma-separated");
   app.add_option("--activation", config.activation, "relu, gelu or tanh");
   app.add_option("--dropout", config.dropout, "dropout after each hidden layer");
+  app.add_option("--precision", precision,
+                 "fp32, tf32 (TF32 GEMMs) or bf16 (bfloat16 activations and GEMMs, "
+                 "float32 master weights)");
   app.add_option("--optimizer", config.optimizer.name, "sgd or adamw");
   app.add_option("--momentum", config.optimizer.momentum, "SGD momentum");
   app.add_flag("--nesterov", config.optimizer.nesterov, "Nesterov momentum (SGD)");
@@ -46,6 +50,8 @@ int main(int argc, char** argv) {
   app.add_flag("--check_collectives", config.launch.check_collectives,
                "debug: compare every collective across ranks (MPI, NCCL) before running it");
   app.add_option("--bucket_mb", config.bucket_mb, "gradient bucket size in MiB");
+  app.add_flag("--bf16_allreduce", config.bf16_allreduce,
+               "all-reduce gradients as bfloat16 (half the bytes), back into float32");
   app.add_option("--gradient_lanes", config.launch.gradient_lanes,
                  "GPUs: NCCL communicators the gradient buckets are spread over");
   app.add_flag("--no_overlap", [&](int64_t) { config.overlap = false; },
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
   try {
     config.hidden = tandem::ParseSizes(hidden);
     config.launch.mode = tandem::ParseLaunchMode(mode);
+    config.precision = tandem::ParsePrecision(precision);
     if (app.count("--workers") > 0) config.launch.workers = workers;
     const tandem::TrainResult result = tandem::TrainFashionMnist(config, std::cout);
     if (result.is_root) {

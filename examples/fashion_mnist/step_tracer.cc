@@ -5,11 +5,11 @@
 namespace tandem {
 
 StepTracer::StepTracer(ChromeTrace& trace, int rank, Device device,
-                       Sequential& model, Reducer& reducer)
+                       Sequential& model, Reducer& reducer, const std::string& label)
     : trace_(trace), rank_(rank), backend_(GetBackend(device)), model_(model),
       reducer_(reducer) {
-  trace_.SetProcessName(rank, "worker " + std::to_string(rank) + " (" +
-                                  device.ToString() + ")");
+  trace_.SetProcessName(rank, "worker " + std::to_string(rank) + " (" + device.ToString() +
+                                  (label.empty() ? "" : ", " + label) + ")");
   trace_.SetThreadName(rank, 0, "compute");
   trace_.SetThreadName(rank, 1, "communication");
 }

@@ -19,6 +19,7 @@
 #define TANDEM_EXAMPLES_FASHION_MNIST_STEP_TRACER_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/backend.h"
@@ -30,8 +31,9 @@ namespace tandem {
 
 class StepTracer {
  public:
+  // `label` (e.g. the precision) joins the worker's name in the trace.
   StepTracer(ChromeTrace& trace, int rank, Device device, Sequential& model,
-             Reducer& reducer);
+             Reducer& reducer, const std::string& label = "");
 
   void Begin();
   Sequential::LayerDoneFn forward_hook();

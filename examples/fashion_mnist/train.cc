@@ -190,6 +190,7 @@ void WorkerRun::BuildModel() {
   mlp.dropout = config_.dropout;
   mlp.dropout_seed = config_.seed + 1 + 1000 * worker_.rank;
   mlp.device = worker_.device;
+  mlp.precision = config_.precision;
   model_ = Mlp(sizes, ParseActivation(config_.activation), rng, mlp);
   ReducerOptions options;
   options.bucket_bytes = static_cast<int64_t>(config_.bucket_mb * (1 << 20));
@@ -198,9 +199,12 @@ void WorkerRun::BuildModel() {
   optimizer_ = MakeOptimizer(config_.optimizer, model_->Parameters());
   // Each bucket is updated as soon as it is reduced (on GPUs beside
   // backward), and the hook counts the step: no optimizer->Step() below.
-  reducer_->RegisterCommHook(std::make_unique<OptimizerUpdateHook>(*optimizer_));
+  std::unique_ptr<CommHook> reduce;
+  if (config_.bf16_allreduce) reduce = std::make_unique<BFloat16CompressionHook>();
+  reducer_->RegisterCommHook(std::make_unique<OptimizerUpdateHook>(*optimizer_, std::move(reduce)));
   if (trace_ != nullptr) {
-    tracer_.emplace(*trace_, worker_.rank, worker_.device, *model_, *reducer_);
+    tracer_.emplace(*trace_, worker_.rank, worker_.device, *model_, *reducer_,
+                    PrecisionName(config_.precision));
   }
 }
 
@@ -237,7 +241,9 @@ void WorkerRun::LogSetup() const {
        << " parameters), " << reducer_->num_buckets() << " gradient bucket(s)\n"
        << "data: " << data_.train.size() << " train / " << data_.test.size()
        << " test examples; " << worker_.size << " worker(s), mode "
-       << ToString(config_.launch.mode) << ", device " << worker_.device << "\n";
+       << ToString(config_.launch.mode) << ", device " << worker_.device << ", precision "
+       << PrecisionName(config_.precision)
+       << (config_.bf16_allreduce ? ", gradients all-reduced in bf16" : "") << "\n";
 }
 
 void WorkerRun::Save(int64_t epoch, int64_t batch_in_epoch) {
@@ -396,9 +402,9 @@ void WorkerRun::Report(const EpochStats& stats, std::optional<ProgressBar>& bar)
                      {"samples_per_second", stats.samples_per_second},
                      {"comm_wait_seconds", stats.comm_wait_seconds},
                      {"lr", optimizer_->lr()}},
-                    {{"split", "train"}});
+                    {{"split", "train"}, {"precision", PrecisionName(config_.precision)}});
     metrics_->Write({{"epoch", e}, {"step", step}, {"accuracy", stats.test_accuracy}},
-                    {{"split", "test"}});
+                    {{"split", "test"}, {"precision", PrecisionName(config_.precision)}});
   }
   if (!config_.plot_path.empty()) {
     plot_loss_.push_back(stats.loss);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "layers/optimizer.h"
+#include "layers/precision.h"
 #include "parallel/launcher.h"
 
 namespace tandem {
@@ -26,6 +27,11 @@ struct TrainConfig {
   int64_t batch_size = 128;      // global: split across workers
   std::vector<int64_t> hidden = {512, 256};
   std::string activation = "relu";
+  // fp32, tf32 or bf16 (layers/precision.h).
+  Precision precision = Precision::kFp32;
+  // Gradients all-reduced as bfloat16, half the bytes, the result written
+  // back into the float32 gradients (BFloat16CompressionHook).
+  bool bf16_allreduce = false;
   float dropout = 0.f;
   OptimizerConfig optimizer;     // adamw, lr 1e-3 by default
   std::string lr_schedule = "cosine";

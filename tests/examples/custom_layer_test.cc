@@ -27,7 +27,9 @@ TEST_P(CustomLayerTest, GradientCheck) {
             1e-2);
 }
 
-TEST_P(CustomLayerTest, TrainsInsideAModel) {
+// In a float32 model, and in a bf16 one (the head computes in bfloat16; the
+// custom layer in float32, casting at its edges).
+void TrainsInsideAModel(Device device, Precision precision) {
   Rng rng(7);
   const int64_t n = 256;
   std::vector<float> xs(n * 8), ys(n);
@@ -35,13 +37,14 @@ TEST_P(CustomLayerTest, TrainsInsideAModel) {
     for (int j = 0; j < 8; ++j) xs[i * 8 + j] = rng.Normal();
     ys[i] = static_cast<float>((xs[i * 8] > 0) * 2 + (xs[i * 8 + 1] > 0));
   }
-  Tensor x = Tensor::FromVector(xs, {n, 8}, device());
-  Tensor y = Tensor::FromVector(ys, {n}, device());
+  Tensor x = Tensor::FromVector(xs, {n, 8}, device);
+  Tensor y = Tensor::FromVector(ys, {n}, device);
   Sequential model;
-  model.Add(std::make_unique<example::LowRankLinear>("low_rank", 8, 32, 4, rng, device()));
+  model.Add(std::make_unique<example::LowRankLinear>("low_rank", 8, 32, 4, rng, device));
   model.Add(MakeTanh("act"));
   LinearOptions head;
-  head.device = device();
+  head.device = device;
+  head.precision = precision;
   model.Emplace<Linear>("head", 32, 4, rng, head);
   AdamWParams adam;
   adam.lr = 0.02f;
@@ -55,12 +58,17 @@ TEST_P(CustomLayerTest, TrainsInsideAModel) {
     model.Backward(loss.Backward());
     optimizer.Step();
   }
-  Tensor correct = Tensor::Empty({1}, device());
+  Tensor correct = Tensor::Empty({1}, device);
   ops::CountCorrect(model.Forward(x), y, correct);
-  std::cout << "loss " << first << " -> " << last << ", accuracy "
-            << correct.Item() / n << "\n";
-  EXPECT_LT(last, 0.1f * first);
-  EXPECT_GE(correct.Item() / n, 0.97f);
+  std::cout << PrecisionName(precision) << ": loss " << first << " -> " << last
+            << ", accuracy " << correct.Item() / n << "\n";
+  EXPECT_LT(last, 0.1f * first) << PrecisionName(precision);
+  EXPECT_GE(correct.Item() / n, 0.97f) << PrecisionName(precision);
+}
+
+TEST_P(CustomLayerTest, TrainsInsideAModel) {
+  TrainsInsideAModel(device(), Precision::kFp32);
+  TrainsInsideAModel(device(), Precision::kBf16);
 }
 
 INSTANTIATE_DEVICE_TEST_SUITE_P(CustomLayerTest);

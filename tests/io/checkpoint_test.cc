@@ -447,13 +447,15 @@ struct Trainer {
   Device device;
 
   Trainer(const std::vector<int64_t>& sizes, const std::string& optimizer_name,
-          uint64_t init_seed, Device d = Device::Cpu())
+          uint64_t init_seed, Device d = Device::Cpu(),
+          Precision precision = Precision::kFp32)
       : device(d) {
     Rng rng(init_seed);
     MlpOptions options;
     options.dropout = 0.25f;
     options.dropout_seed = 5;
     options.device = d;
+    options.precision = precision;
     model = Mlp(sizes, Activation::kRelu, rng, options);
     OptimizerConfig config;
     config.name = optimizer_name;
@@ -519,6 +521,41 @@ TEST_P(CheckpointRestoreTest, CaptureRestoreResumesBitForBit) {
   a.Step(102);
   b.Step(102);
   EXPECT_TRUE(b.Snapshot() == a.Snapshot());
+}
+
+// Checkpoints keep float32 masters whatever the precision: a bf16 run resumes
+// as fp32 and an fp32 run as bf16, with the working copies made from the
+// restored masters; the bf16 run also resumes bitwise as itself.
+TEST_P(CheckpointRestoreTest, ResumesAcrossPrecisions) {
+  Trainer half({6, 5, 3}, "adamw", 1, device(), Precision::kBf16);
+  half.Step(100);
+  half.Step(101);
+  const CheckpointState saved = half.Snapshot();
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    Trainer other({6, 5, 3}, "adamw", 999, device(), p);
+    Restore(saved, *other.model, *other.optimizer);
+    EXPECT_TRUE(other.Snapshot() == saved) << PrecisionName(p);
+    for (const Parameter& param : other.model->Parameters()) {
+      EXPECT_EQ(param.value->dtype(), DType::kFloat32);
+      if (param.working == nullptr) continue;
+      std::vector<float> rounded = param.value->ToVector();
+      for (float& v : rounded) v = RoundToBFloat16(v);
+      EXPECT_EQ(param.working->ToVector(), rounded) << param.name;
+    }
+    if (p == Precision::kBf16) {
+      Trainer uninterrupted({6, 5, 3}, "adamw", 1, device(), Precision::kBf16);
+      uninterrupted.Step(100);
+      uninterrupted.Step(101);
+      uninterrupted.Step(102);
+      other.Step(102);
+      EXPECT_TRUE(other.Snapshot() == uninterrupted.Snapshot());
+    }
+  }
+  Trainer full({6, 5, 3}, "adamw", 1, device(), Precision::kFp32);
+  full.Step(100);
+  Trainer as_half({6, 5, 3}, "adamw", 999, device(), Precision::kBf16);
+  Restore(full.Snapshot(), *as_half.model, *as_half.optimizer);
+  EXPECT_TRUE(as_half.Snapshot() == full.Snapshot());
 }
 
 INSTANTIATE_DEVICE_TEST_SUITE_P(CheckpointRestoreTest);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/check.h"
 #include "core/ops.h"
 #include "layers/optimizer.h"
@@ -162,6 +165,110 @@ TEST_P(LinearTest, ParameterLaneChangesNoResult) {
     first_args.input_grad = false;
     first.Forward(x);
     EXPECT_FALSE(BackwardJoined(first, dy, first_args).defined());
+  }
+}
+
+// Relative L2 distance between two equally long vectors.
+double RelativeL2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    ref += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(ref, 1e-30));
+}
+
+std::vector<float> Rounded(std::vector<float> v) {
+  for (float& x : v) x = RoundToBFloat16(x);
+  return v;
+}
+
+// bf16 mode against a float32 layer whose weights and input are the bf16
+// values: the forward differs only by rounding its output once (relative
+// 2^-8 per element); the float32 gradients come from bf16 operands whose
+// own rounding (dz, relative 2^-8 each) averages out over the batch, so
+// 2^-6 on the whole gradient is a generous bound. Masters stay float32 and
+// the working copies are the masters rounded.
+TEST_P(LinearTest, Bf16MatchesFloat32OnBf16Values) {
+  for (Activation act : {Activation::kRelu, Activation::kGelu}) {
+    LinearOptions o;
+    o.device = device();
+    o.activation = act;
+    Rng rng_a(11), rng_b(11);
+    o.precision = Precision::kBf16;
+    Linear half("fc", 48, 24, rng_a, o);
+    o.precision = Precision::kFp32;
+    Linear full("fc", 48, 24, rng_b, o);
+    ASSERT_NE(half.Parameters()[0].working, nullptr);
+    EXPECT_EQ(half.Parameters()[0].working->dtype(), DType::kBFloat16);
+    EXPECT_EQ(half.weight().dtype(), DType::kFloat32);
+    const std::vector<float> w = half.Parameters()[0].working->ToVector();
+    EXPECT_EQ(w, Rounded(half.weight().ToVector()));
+    full.weight().CopyFrom(Tensor::FromVector(w, {24, 48}, device()));
+    full.bias().CopyFrom(Tensor::FromVector(Rounded(half.bias().ToVector()), {24}, device()));
+    const Tensor x = Tensor::FromVector(Rounded(RandomInput(16, 48, 3).ToVector()), {16, 48},
+                                        device());
+    const Tensor y_half = half.Forward(x);
+    const Tensor y_full = full.Forward(x);
+    EXPECT_EQ(y_half.dtype(), DType::kBFloat16);
+    EXPECT_LE(RelativeL2(y_half.ToVector(), y_full.ToVector()), std::pow(2.0, -8))
+        << ActivationName(act);
+    const Tensor dy = Tensor::FromVector(Rounded(RandomInput(16, 24, 4).ToVector()), {16, 24},
+                                         device(), DType::kBFloat16);
+    ZeroGrad(half);
+    ZeroGrad(full);
+    const Tensor dx_half = half.Backward(dy);
+    Tensor dy32 = Tensor::Empty(dy.shape(), device());
+    ops::Cast(dy, dy32);
+    const Tensor dx_full = full.Backward(dy32);
+    EXPECT_EQ(dx_half.dtype(), DType::kBFloat16);
+    EXPECT_EQ(half.Parameters()[0].grad->dtype(), DType::kFloat32);
+    EXPECT_LE(RelativeL2(dx_half.ToVector(), dx_full.ToVector()), std::pow(2.0, -6));
+    for (size_t p = 0; p < 2; ++p) {
+      EXPECT_LE(RelativeL2(half.Parameters()[p].grad->ToVector(),
+                           full.Parameters()[p].grad->ToVector()),
+                std::pow(2.0, -6))
+          << ActivationName(act) << " parameter " << p;
+    }
+  }
+}
+
+// SGD inside Backward in bf16: the float32 masters move by -lr times the
+// gradients, and the working copies follow them (rounded), after Step.
+TEST_P(LinearTest, Bf16SgdInBackwardKeepsWorkingCopies) {
+  LinearOptions o;
+  o.device = device();
+  o.activation = Activation::kRelu;
+  o.precision = Precision::kBf16;
+  Rng rng_a(5), rng_b(5);
+  Linear fused("fc", 8, 6, rng_a, o), reference("fc", 8, 6, rng_b, o);
+  const Tensor x = RandomInput(4, 8, 6);
+  const Tensor dy = Tensor::FromVector(RandomInput(4, 6, 7).ToVector(), {4, 6}, device(),
+                                       DType::kBFloat16);
+  SgdParams plain;
+  plain.lr = 0.5f;
+  Sgd sgd(fused.Parameters(), plain), reference_sgd(reference.Parameters(), plain);
+  BackwardArgs update = BackwardArgs::For(device());
+  update.update = sgd.in_backward();
+  for (int step = 0; step < 2; ++step) {
+    fused.Forward(x);
+    BackwardJoined(fused, dy, update);
+    sgd.Step();
+    reference_sgd.ZeroGrad();
+    reference.Forward(x);
+    reference.Backward(dy);
+    reference_sgd.Step();
+  }
+  for (size_t p = 0; p < 2; ++p) {
+    const std::vector<float> master = fused.Parameters()[p].value->ToVector();
+    const std::vector<float> expected = reference.Parameters()[p].value->ToVector();
+    for (size_t i = 0; i < master.size(); ++i) {
+      EXPECT_NEAR(master[i], expected[i], 1e-5f + 1e-5f * std::abs(expected[i])) << p;
+    }
+    EXPECT_EQ(fused.Parameters()[p].working->ToVector(), Rounded(master)) << p;
+    EXPECT_EQ(reference.Parameters()[p].working->ToVector(),
+              Rounded(reference.Parameters()[p].value->ToVector()))
+        << p;
   }
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dtype.h"
 #include "parallel/thread_communicator.h"
 
 namespace tandem {
@@ -26,6 +27,12 @@ TEST(FingerprintKindTest, NamesTheFiveCollectives) {
   EXPECT_EQ(FingerprintKind("AllGather"), 3);
   EXPECT_EQ(FingerprintKind("WindowRegister"), 4);
   EXPECT_EQ(FingerprintKind("Scatter"), -1);
+}
+
+TEST(FingerprintDTypeTest, NumbersTheDTypes) {
+  EXPECT_EQ(FingerprintDType(DType::kFloat32), 0);
+  EXPECT_EQ(FingerprintDType(DType::kBFloat16), 1);
+  EXPECT_EQ(Fingerprint().dtype, FingerprintDType(DType::kFloat32));
 }
 
 TEST(CheckFingerprintsAgreeTest, AgreeingRanksPass) {
@@ -48,6 +55,25 @@ TEST(CheckFingerprintsAgreeTest, NamesThisRankAndEveryRankThatDiffers) {
               std::string::npos)
         << text;
     EXPECT_EQ(text.find("rank 2"), std::string::npos) << text;
+  }
+}
+
+// The same count in another dtype is another collective: the message gives
+// each call's bytes and names the dtype unless it is float32.
+TEST(CheckFingerprintsAgreeTest, NamesTheDTypes) {
+  const int64_t bf16 = FingerprintDType(DType::kBFloat16);
+  const Fingerprint wide{3, FingerprintKind("AllReduce"), 1000};
+  const Fingerprint half{3, FingerprintKind("AllReduce"), 1000, bf16};
+  EXPECT_NO_THROW(CheckFingerprintsAgree({half, half}, 1));
+  try {
+    CheckFingerprintsAgree({half, wide}, 0);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks called different collectives: rank 0 called "
+                                         "AllReduce #3 (2000 bytes, bfloat16) but rank 1 "
+                                         "called AllReduce #3 (4000 bytes)"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -74,7 +100,7 @@ std::vector<std::string> RunRanks(int size,
 TEST(CheckFingerprintTest, ValuesTravelExactlyAndAgreeingRanksPass) {
   // Beyond float's 24-bit mantissa and 32 bits: the 16-bit pieces keep them.
   const Fingerprint big{(int64_t{1} << 40) + 12345, FingerprintKind("AllGather"),
-                        (int64_t{1} << 33) + 1};
+                        (int64_t{1} << 33) + 1, FingerprintDType(DType::kBFloat16)};
   const auto errors = RunRanks(3, [&](int, Communicator& host) {
     CheckFingerprint(host, big);
   });
@@ -131,6 +157,35 @@ TEST(FingerprintChannelTest, MismatchThrowsFromTheCallOnEveryRank) {
       << errors[0];
   EXPECT_NE(errors[1].find("ranks called different collectives: rank 1 called Broadcast #2 "
                            "(40 bytes) but rank 0 called AllReduce #2 (40 bytes)"),
+            std::string::npos)
+      << errors[1];
+}
+
+// Over a channel, a rank that passes another dtype is caught before the
+// transport runs anything, naming each rank's call.
+TEST(FingerprintChannelTest, ADTypeMismatchThrowsOnEveryRank) {
+  ThreadGroup channels(2);
+  const auto errors = RunRanks(2, [&](int rank, Communicator& comm) {
+    comm.set_fingerprint_channel(&channels.communicator(rank));
+    std::vector<uint16_t> half(10, 0x3f80);  // 1.0 in bfloat16
+    comm.AllReduce(Ptr{half.data(), DType::kBFloat16}, 10, ReduceOp::kSum)->Wait();  // agrees
+    EXPECT_EQ(half[0], 0x4000);  // 2.0
+    // In place: rank r's 5 elements at r * 5.
+    std::vector<float> data(10, 1.0f);
+    if (rank == 1) {
+      comm.AllGather(CPtr(half.data() + 5, DType::kBFloat16), 5,
+                     Ptr{half.data(), DType::kBFloat16})
+          ->Wait();
+    } else {
+      comm.AllGather(data.data(), 5, data.data())->Wait();
+    }
+  });
+  EXPECT_NE(errors[0].find("rank 0 called AllGather #2 (20 bytes) but rank 1 called "
+                           "AllGather #2 (10 bytes, bfloat16)"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rank 1 called AllGather #2 (10 bytes, bfloat16) but rank 0 "
+                           "called AllGather #2 (20 bytes)"),
             std::string::npos)
       << errors[1];
 }

@@ -241,6 +241,31 @@ TEST(CollectiveQueueTest, WatchdogNamesTheStuckCollective) {
       << reports[0];
 }
 
+// The watchdog gives the stuck collective's size in bytes of its dtype.
+TEST(CollectiveQueueTest, WatchdogCountsTheBytesOfTheDType) {
+  std::mutex mutex;
+  std::vector<std::string> reports;
+  CollectiveQueueOptions options = Options([](const Collective& c) {
+    if (c.sequence == 2) std::this_thread::sleep_for(600ms);
+  });
+  options.on_timeout = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    reports.push_back(what);
+  };
+  CollectiveQueue queue(std::move(options));
+  queue.set_timeout(100ms);
+  queue.Enqueue(Numbered(1))->Wait();
+  Collective half = Numbered(2, "AllReduce", 1000);
+  half.dtype = DType::kBFloat16;
+  queue.Enqueue(half)->Wait();
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].rfind("TestCommunicator(rank 0 of 1): AllReduce #2 (2000 bytes) did not",
+                             0),
+            0u)
+      << reports[0];
+}
+
 TEST(CollectiveQueueTest, DestructionWithNothingQueuedReturns) {
   { CollectiveQueue never_used(Options([](const Collective&) {})); }
   std::shared_ptr<Work> work;

@@ -1,9 +1,9 @@
 // Tests parallel/mpi_communicator.h under mpirun (tests/parallel/mpi_test.sh
 // starts it with -np 1 to 4): the closed forms of thread_communicator_test
-// with the world size from MPI, the split of large collectives into several
-// MPI calls, MPI_CHECK's message, the Work semantics (the call returns at
-// once, collectives run in issue order on the progress thread), and the
-// fingerprint channel.
+// with the world size from MPI, in float32 and bfloat16 (Note [bfloat16 over
+// MPI]), the split of large collectives into several MPI calls, MPI_CHECK's
+// message, the Work semantics (the call returns at once, collectives run in
+// issue order on the progress thread), and the fingerprint channel.
 //
 // Run with --mismatch_rank=R or --skip_rank=R it instead checks a failure
 // path, which mpi_test.sh's abort mode expects to end the job with a message:
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/dtype.h"
 #include "parallel/mpi_check.h"
 
 namespace tandem {
@@ -287,6 +289,139 @@ TEST_F(MpiCommunicatorTest, FingerprintChannelCatchesMismatches) {
     EXPECT_NE(error.find(rank_ == n_ - 1 ? even : odd), std::string::npos) << error;
   }
   // Nothing ran, so both communicators go on in step.
+  comm_.set_fingerprint_channel(nullptr);
+  comm_.Barrier()->Wait();
+  channel.Barrier()->Wait();
+}
+
+// ---------------------------------------------------------------------------
+// bfloat16 (see Note [bfloat16 over MPI])
+
+// r + (i % 32) / 2: every value and every sum over 4 ranks is exact in
+// bfloat16 (at most 8 significant bits).
+float Small(int rank, int64_t i) { return rank + (i % 32) * 0.5f; }
+
+TEST_F(MpiCommunicatorTest, BFloat16AllReduceSumAndAverageAreClosedForms) {
+  for (int64_t max_per_call : {int64_t{INT_MAX}, int64_t{7}}) {
+    comm_.set_max_elements_per_call(max_per_call);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (int64_t count : kCounts) {
+        std::vector<uint16_t> data(count);
+        for (int64_t i = 0; i < count; ++i) data[i] = FloatToBFloat16Bits(Small(rank_, i));
+        comm_.AllReduce(Ptr{data.data(), DType::kBFloat16}, count, op)->Wait();
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < count; ++i) {
+          const float sum = n_ * ((i % 32) * 0.5f) + n_ * (n_ - 1) / 2;
+          // The float32 result (the sum times 1/N), rounded once.
+          const float expected = RoundToBFloat16(op == ReduceOp::kSum ? sum : sum * (1.0f / n_));
+          wrong += BFloat16BitsToFloat(data[i]) != expected;
+        }
+        EXPECT_EQ(wrong, 0) << ToString(op) << ", count " << count << ", at most "
+                            << max_per_call << " per call";
+      }
+    }
+  }
+}
+
+// Sums that bfloat16 cannot hold: the result is MPI's float32 all-reduce of
+// the same values, rounded once, and the same bits on every rank.
+TEST_F(MpiCommunicatorTest, BFloat16AllReduceRoundsTheFloat32SumOnce) {
+  const int64_t count = 10007;
+  std::vector<uint16_t> data(count);
+  std::vector<float> wide(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const float x = std::sin(0.37f * i + 1.3f * rank_) * std::pow(10.0f, rank_ % 3 * 3);
+    data[i] = FloatToBFloat16Bits(x);
+    wide[i] = BFloat16BitsToFloat(data[i]);
+  }
+  comm_.AllReduce(wide.data(), count, ReduceOp::kSum)->Wait();
+  comm_.AllReduce(Ptr{data.data(), DType::kBFloat16}, count, ReduceOp::kSum)->Wait();
+  int64_t wrong = 0;
+  int64_t rounded = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    wrong += data[i] != FloatToBFloat16Bits(wide[i]);
+    rounded += BFloat16BitsToFloat(data[i]) != wide[i];
+  }
+  EXPECT_EQ(wrong, 0);
+  if (n_ > 1) {
+    EXPECT_GT(rounded, 0) << "no sum needed rounding; the test shows nothing";
+  }
+  std::vector<uint16_t> everyone(n_ * count);
+  comm_.AllGather(CPtr(data.data(), DType::kBFloat16), count,
+                  Ptr{everyone.data(), DType::kBFloat16})
+      ->Wait();
+  for (int r = 0; r < n_; ++r) {
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), everyone.begin() + r * count))
+        << "rank " << r << " differs from rank " << rank_;
+  }
+}
+
+// NaNs with payloads, -0, subnormals, infinities: moved as they are.
+uint16_t Pattern(int rank, int64_t i) {
+  static const uint16_t kPatterns[] = {0x7fc1, 0xffff, 0x8000, 0x0001,
+                                       0x7f80, 0xff80, 0x3f80, 0x807f};
+  return static_cast<uint16_t>(kPatterns[(i + rank) % 8] ^ (rank << 4));
+}
+
+TEST_F(MpiCommunicatorTest, BFloat16BroadcastAndAllGatherMoveBitPatterns) {
+  for (int64_t max_per_call : {int64_t{INT_MAX}, int64_t{7}}) {
+    comm_.set_max_elements_per_call(max_per_call);
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1001}}) {
+      int64_t wrong = 0;
+      for (int root = 0; root < n_; ++root) {
+        std::vector<uint16_t> data(count);
+        for (int64_t i = 0; i < count; ++i) data[i] = Pattern(rank_, i);
+        comm_.Broadcast(Ptr{data.data(), DType::kBFloat16}, count, root)->Wait();
+        for (int64_t i = 0; i < count; ++i) wrong += data[i] != Pattern(root, i);
+      }
+      for (bool in_place : {false, true}) {
+        std::vector<uint16_t> send(count), recv(n_ * count, 0x1234);
+        for (int64_t i = 0; i < count; ++i) send[i] = Pattern(rank_, i);
+        const uint16_t* from = send.data();
+        if (in_place) {
+          std::copy(send.begin(), send.end(), recv.begin() + rank_ * count);
+          from = recv.data() + rank_ * count;
+        }
+        comm_.AllGather(CPtr(from, DType::kBFloat16), count, Ptr{recv.data(), DType::kBFloat16})
+            ->Wait();
+        for (int r = 0; r < n_; ++r) {
+          for (int64_t i = 0; i < count; ++i) wrong += recv[r * count + i] != Pattern(r, i);
+        }
+      }
+      EXPECT_EQ(wrong, 0) << "count " << count << ", at most " << max_per_call << " per call";
+    }
+  }
+}
+
+// A rank that passes another dtype is caught by the fingerprints, which
+// name each call's bytes and dtype.
+TEST_F(MpiCommunicatorTest, FingerprintChannelCatchesADTypeMismatch) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE || n_ < 2) {
+    GTEST_SKIP() << "needs 2+ ranks and MPI_THREAD_MULTIPLE (a second communicator)";
+  }
+  MpiCommunicator channel;
+  comm_.set_fingerprint_channel(&channel);
+  std::vector<float> data(10, 1.0f);
+  std::vector<uint16_t> half(10, 0x3f80);
+  std::string error;
+  try {
+    if (rank_ == n_ - 1) {
+      comm_.AllReduce(Ptr{half.data(), DType::kBFloat16}, 10, ReduceOp::kSum)->Wait();
+    } else {
+      comm_.AllReduce(data.data(), 10, ReduceOp::kSum)->Wait();
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const std::string half_call = "AllReduce #1 (20 bytes, bfloat16)";
+  const std::string wide_call = "AllReduce #1 (40 bytes)";
+  EXPECT_NE(error.find("ranks called different collectives: rank " + std::to_string(rank_) +
+                       " called " + (rank_ == n_ - 1 ? half_call : wide_call)),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find(rank_ == n_ - 1 ? wide_call : half_call), std::string::npos) << error;
   comm_.set_fingerprint_channel(nullptr);
   comm_.Barrier()->Wait();
   channel.Barrier()->Wait();

@@ -1,4 +1,5 @@
-// The reducer across MPI ranks equals one worker on the global batch.
+// The reducer across MPI ranks equals one worker on the global batch; with
+// bfloat16 compression, ranks stay identical.
 // Run by mpi_test.sh under mpirun -np 2 and -np 4.
 #include <gtest/gtest.h>
 
@@ -30,6 +31,25 @@ TEST(MpiReducerTest, RanksEqualOneWorkerOnTheGlobalBatch) {
     comm.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0)->Wait();
     EXPECT_EQ(root, params);
   }
+}
+
+// Gradients all-reduced as bfloat16 (BFloat16CompressionHook over MPI):
+// every rank ends with rank 0's parameters bitwise, compression changes the
+// result, and inside the per-bucket update hook it gives what Step gives.
+TEST(MpiReducerTest, BFloat16CompressionKeepsRanksIdentical) {
+  MpiCommunicator comm;
+  DpSetup setup;
+  const std::vector<float> plain = testing::TrainDataParallel(comm, setup);
+  setup.bf16_allreduce = true;
+  const std::vector<float> params = testing::TrainDataParallel(comm, setup);
+  std::vector<float> root = params;
+  comm.Broadcast(root.data(), static_cast<int64_t>(root.size()), 0)->Wait();
+  EXPECT_EQ(root, params);
+  if (comm.size() > 1) {
+    EXPECT_NE(params, plain) << "nothing was rounded";
+  }
+  setup.per_bucket_update = true;
+  EXPECT_EQ(testing::TrainDataParallel(comm, setup), params);
 }
 
 }  // namespace

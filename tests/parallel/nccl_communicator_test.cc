@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -27,6 +29,7 @@
 #include "core/backend.h"
 #include "core/backend_registry.h"
 #include "core/cuda/host_wait.h"
+#include "core/dtype.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "parallel/device_communicators.h"
@@ -280,6 +283,133 @@ TEST(NcclCommunicatorTest, AllGatherIsRankMajorInAndOutOfPlace) {
                   "")
             << (in_place ? "in place" : "out of place") << ", count " << n << ", rank " << r;
       }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// bfloat16 (ncclBfloat16)
+
+// r + (i % 32) / 2: values and sums over two ranks exact in bfloat16.
+std::vector<float> SmallValues(int rank, int64_t n) {
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = rank + (i % 32) * 0.5f;
+  return values;
+}
+
+// bfloat16 bit patterns to and from the device, bit for bit (no rounding,
+// NaN payloads kept).
+Tensor BitsOnDevice(const std::vector<uint16_t>& bits, Device device) {
+  const int64_t n = std::max<int64_t>(static_cast<int64_t>(bits.size()), 1);
+  Tensor host = Tensor::Full({n}, -1.f, Device::Cpu(), DType::kBFloat16);
+  if (!bits.empty()) std::memcpy(host.raw_data(), bits.data(), bits.size() * sizeof(uint16_t));
+  return host.To(device);
+}
+
+std::vector<uint16_t> BitsOf(const Tensor& t, int64_t n) {
+  const std::vector<float> wide = FirstN(t, n);  // widening keeps every bit
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t word;
+    std::memcpy(&word, &wide[static_cast<size_t>(i)], sizeof(word));
+    bits[static_cast<size_t>(i)] = static_cast<uint16_t>(word >> 16);
+  }
+  return bits;
+}
+
+// In the communicator's bfloat16 reduce buffers (views of its float ones,
+// symmetric memory where NCCL can), as BFloat16CompressionHook uses them.
+TEST(NcclCommunicatorTest, BFloat16AllReduceSumAndAverageAreClosedForms) {
+  SKIP_UNLESS_GPUS(kWorkers);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    std::vector<std::vector<std::vector<float>>> results(kWorkers);
+    LaunchOnGpus(kWorkers, [&](Worker& w) {
+      const Lane main = MainLane(w.device);
+      for (int64_t n : kCounts) {
+        Tensor half = Nccl(w).NewReduceBuffer(n, w.device, DType::kBFloat16);
+        EXPECT_EQ(half.dtype(), DType::kBFloat16);
+        EXPECT_EQ(half.numel(), n);
+        if (n > 0) {
+          half.CopyFrom(Tensor::FromVector(SmallValues(w.rank, n), {n}, Device::Cpu(),
+                                           DType::kBFloat16));
+        }
+        w.device_comm->AllReduce(half, op, CollectiveOptions{{main}})->WaitOn(main);
+        results[w.rank].push_back(FirstN(half, n));
+      }
+    });
+    // sum over r in {0, 1} of r + (i % 32) / 2 = 1 + i % 32; the average is
+    // half that; all exact in bfloat16.
+    const float scale = op == ReduceOp::kSum ? 1.f : 0.5f;
+    for (size_t c = 0; c < kCounts.size(); ++c) {
+      for (int r = 0; r < kWorkers; ++r) {
+        EXPECT_EQ(Mismatches(results[r][c], [&](int64_t i) { return (1.f + i % 32) * scale; }),
+                  "")
+            << ToString(op) << ", count " << kCounts[c] << ", rank " << r;
+      }
+      EXPECT_TRUE(SameBits(results[0][c], results[1][c])) << ToString(op) << ", count "
+                                                          << kCounts[c];
+    }
+  }
+}
+
+// Sums bfloat16 cannot hold: two ranks add once, so each result is within
+// one rounding (2^-8 relative) of the exact sum, and the same bits on both.
+TEST(NcclCommunicatorTest, BFloat16AllReduceOfInexactSumsRoundsOnce) {
+  SKIP_UNLESS_GPUS(kWorkers);
+  constexpr int64_t kN = 10007;
+  auto input = [](int rank, int64_t i) {
+    return RoundToBFloat16(std::sin(0.37f * i + 1.3f * rank) * (rank == 0 ? 1.f : 1000.f));
+  };
+  std::vector<std::vector<float>> results(kWorkers);
+  LaunchOnGpus(kWorkers, [&](Worker& w) {
+    std::vector<float> mine(kN);
+    for (int64_t i = 0; i < kN; ++i) mine[i] = input(w.rank, i);
+    Tensor half = Tensor::FromVector(mine, {kN}, w.device, DType::kBFloat16);
+    w.device_comm->AllReduce(half, ReduceOp::kSum)->Wait();
+    results[w.rank] = FirstN(half, kN);
+  });
+  int64_t wrong = 0;
+  int64_t rounded = 0;
+  for (int64_t i = 0; i < kN; ++i) {
+    const double exact = double(input(0, i)) + input(1, i);
+    wrong += std::abs(results[0][i] - exact) > std::ldexp(std::abs(exact), -8);
+    rounded += results[0][i] != exact;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(rounded, 0) << "no sum needed rounding; the test shows nothing";
+  EXPECT_TRUE(SameBits(results[0], results[1]));
+}
+
+TEST(NcclCommunicatorTest, BFloat16BroadcastAndAllGatherMoveBitPatterns) {
+  SKIP_UNLESS_GPUS(kWorkers);
+  // NaNs with payloads (quiet and signalling), -0, subnormals, infinities.
+  static const uint16_t kPatterns[] = {0x7fc1, 0xffff, 0x8000, 0x0001,
+                                       0x7f81, 0xff80, 0x3f80, 0x807f};
+  auto pattern = [](int rank, int64_t i) {
+    return static_cast<uint16_t>(kPatterns[(i + rank) % 8] ^ (rank << 4));
+  };
+  auto patterns = [&](int rank, int64_t n) {
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) bits[static_cast<size_t>(i)] = pattern(rank, i);
+    return bits;
+  };
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1001}}) {
+    std::vector<std::vector<uint16_t>> broadcast(kWorkers), gathered(kWorkers);
+    LaunchOnGpus(kWorkers, [&](Worker& w) {
+      Tensor data = BitsOnDevice(patterns(w.rank, n), w.device);
+      w.device_comm->Broadcast(Ptr{data.raw_data(), DType::kBFloat16}, n, /*root=*/1)->Wait();
+      broadcast[w.rank] = BitsOf(data, n);
+      Tensor send = BitsOnDevice(patterns(w.rank, n), w.device);
+      Tensor recv = BitsOnDevice(std::vector<uint16_t>(kWorkers * n, 0x1234), w.device);
+      w.device_comm->AllGather(CPtr(send.ptr()), n, recv.ptr())->Wait();
+      gathered[w.rank] = BitsOf(recv, kWorkers * n);
+    });
+    std::vector<uint16_t> all = patterns(0, n);
+    const std::vector<uint16_t> second = patterns(1, n);
+    all.insert(all.end(), second.begin(), second.end());
+    for (int r = 0; r < kWorkers; ++r) {
+      EXPECT_EQ(broadcast[r], patterns(1, n)) << "count " << n << ", rank " << r;
+      EXPECT_EQ(gathered[r], all) << "count " << n << ", rank " << r;
     }
   }
 }

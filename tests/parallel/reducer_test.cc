@@ -1,17 +1,25 @@
 // The reducer in threads mode: N workers equal one worker on the global
-// batch; runs are bitwise reproducible; all-reduce overlaps backward.
+// batch; runs are bitwise reproducible; all-reduce overlaps backward. With
+// the bfloat16 compression hook: the reduced gradient is the rounded sum of
+// the rounded gradients, bit for bit, within 2^-8 of one worker's; replicas
+// stay identical; per-bucket updates compose with it.
 #include "parallel/reducer.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/check.h"
+#include "core/dtype.h"
+#include "core/ops.h"
 #include "core/rng.h"
 #include "layers/activation.h"
 #include "layers/linear.h"
@@ -19,6 +27,7 @@
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
 #include "layers/sequential.h"
+#include "parallel/sharding.h"
 #include "parallel/thread_communicator.h"
 #include "tests/support/dp_training.h"
 
@@ -62,6 +71,32 @@ TEST(ReducerTest, WorkersEqualOneWorkerOnTheGlobalBatch) {
   }
 }
 
+// A bf16 model: N workers against one worker on the global batch. Each
+// example's bfloat16 activations and gradients come out the same whatever
+// shard holds it (rows are computed and rounded independently), so the
+// workers' float32 gradient sums equal the global batch's up to float32
+// summation order. A master that lands near a bfloat16 rounding boundary
+// can then round its working copy to the neighbouring value, which changes
+// later steps by up to one bf16 step: 2^-8 relative bounds that. Replicas
+// stay bitwise identical, and runs are reproducible.
+TEST(ReducerTest, Bf16WorkersEqualOneWorkerOnTheGlobalBatch) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    DpSetup setup;
+    setup.optimizer = optimizer;
+    setup.precision = Precision::kBf16;
+    const std::vector<float> reference = RunThreads(1, setup)[0];
+    for (int n : {2, 3}) {
+      const auto params = RunThreads(n, setup);
+      const double diff = MaxRelativeDifference(params[0], reference);
+      std::cout << "bf16 " << optimizer << " N=" << n
+                << ": max relative difference to 1 worker " << diff << "\n";
+      EXPECT_LE(diff, std::pow(2.0, -8)) << optimizer << " N=" << n;
+      for (int r = 1; r < n; ++r) EXPECT_EQ(params[r], params[0]) << "rank " << r;
+      EXPECT_EQ(RunThreads(n, setup)[0], params[0]) << "not reproducible";
+    }
+  }
+}
+
 TEST(ReducerTest, BatchSmallerThanWorldLeavesRanksEmptyWithoutHanging) {
   DpSetup setup;
   setup.batch = 2;  // ranks 2 and 3 get no examples
@@ -90,22 +125,31 @@ TEST(ReducerTest, NoSyncAccumulationEqualsOneLargeBatch) {
 }
 
 // The same updates, applied bucket by bucket inside Backward instead of by
-// Step: bitwise the same parameters, with accumulation and on one worker too.
+// Step: bitwise the same parameters, with accumulation, on one worker and
+// with bfloat16 compression (the update hook wrapping the compression hook)
+// too.
 TEST(ReducerTest, PerBucketUpdateEqualsStepBitwise) {
-  for (const char* optimizer : {"sgd", "adamw"}) {
-    for (int micro_steps : {1, 2}) {
-      for (int n : {1, 3}) {
-        DpSetup setup;
-        setup.optimizer = optimizer;
-        setup.micro_steps = micro_steps;
-        const auto stepped = RunThreads(n, setup);
-        setup.per_bucket_update = true;
-        const auto per_bucket = RunThreads(n, setup);
-        EXPECT_EQ(per_bucket[0], stepped[0])
-            << optimizer << ", " << micro_steps << " micro-steps, " << n << " workers";
-        // The update really moved the parameters (not both left unchanged).
-        setup.steps = 0;
-        EXPECT_NE(RunThreads(n, setup)[0], per_bucket[0]) << optimizer;
+  for (bool bf16_allreduce : {false, true}) {
+    for (const char* optimizer : {"sgd", "adamw"}) {
+      for (int micro_steps : {1, 2}) {
+        for (int n : {1, 3}) {
+          DpSetup setup;
+          setup.optimizer = optimizer;
+          setup.micro_steps = micro_steps;
+          setup.bf16_allreduce = bf16_allreduce;
+          const auto stepped = RunThreads(n, setup);
+          setup.per_bucket_update = true;
+          const auto per_bucket = RunThreads(n, setup);
+          const std::string what = std::string(optimizer) + ", " +
+                                   std::to_string(micro_steps) + " micro-steps, " +
+                                   std::to_string(n) + " workers" +
+                                   (bf16_allreduce ? ", bf16 all-reduce" : "");
+          EXPECT_EQ(per_bucket[0], stepped[0]) << what;
+          for (int r = 1; r < n; ++r) EXPECT_EQ(per_bucket[r], per_bucket[0]) << what;
+          // The update really moved the parameters (not both left unchanged).
+          setup.steps = 0;
+          EXPECT_NE(RunThreads(n, setup)[0], per_bucket[0]) << what;
+        }
       }
     }
   }
@@ -348,9 +392,9 @@ class LoggingComm : public Communicator {
   std::shared_ptr<Work> Start(const Collective& c) override {
     if (std::string(c.kind) == "AllReduce") {
       log_.push_back("all-reduce " + std::to_string(c.count));
-      return inner_.AllReduce(c.data, c.count, c.op);
+      return inner_.AllReduce(Ptr{c.data, c.dtype}, c.count, c.op);
     }
-    return inner_.Broadcast(c.data, c.count, c.root);
+    return inner_.Broadcast(Ptr{c.data, c.dtype}, c.count, c.root);
   }
 
  private:
@@ -446,6 +490,178 @@ TEST(ReducerTest, AllReduceStartsAtGradientsUpdateAfterTheLayer) {
     EXPECT_GT(at("update 0"), at("b input gradient, w = 2.000000"));
     EXPECT_GT(at("update 1"), at("a input gradient, w = 2.000000"));
     EXPECT_LT(at("update 0"), at("update 1"));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// BFloat16CompressionHook
+
+// One rank's gradients in one step of the dp_training MLP on its shard of a
+// global batch of 10: `local` before any reduction (sync off), `reduced`
+// after the reducer's Backward with `hook`.
+struct StepGradients {
+  std::vector<float> local;
+  std::vector<float> reduced;
+};
+
+std::vector<float> Gradients(Layer& model) {
+  std::vector<float> all;
+  for (Parameter& p : model.Parameters()) {
+    const std::vector<float> g = p.grad->ToVector();
+    all.insert(all.end(), g.begin(), g.end());
+  }
+  return all;
+}
+
+std::vector<StepGradients> OneStep(int n, const std::function<std::unique_ptr<CommHook>()>& hook) {
+  ThreadGroup group(n);
+  std::vector<StepGradients> result(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Communicator& comm = group.communicator(r);
+      Rng init(100 + r);  // the reducer broadcasts rank 0's
+      auto model = Mlp({6, 8, 5, 3}, Activation::kTanh, init);
+      ReducerOptions options;
+      options.bucket_bytes = 256;  // several buckets
+      Reducer reducer(*model, comm, options);
+      if (hook) reducer.RegisterCommHook(hook());
+      const int64_t batch = 10;
+      Rng data(7);
+      std::vector<float> x(batch * 6), y(batch);
+      for (float& v : x) v = data.Normal();
+      for (float& v : y) v = static_cast<float>(data.UniformInt(3));
+      const ShardRange shard = Shard(batch, r, n);
+      Tensor xs = Tensor::FromVector(
+          std::vector<float>(x.begin() + shard.begin * 6, x.begin() + shard.end * 6),
+          {shard.size(), 6});
+      Tensor ys = Tensor::FromVector(
+          std::vector<float>(y.begin() + shard.begin, y.begin() + shard.end), {shard.size()});
+      SoftmaxCrossEntropyLoss loss;
+      for (bool sync : {false, true}) {
+        for (Parameter& p : model->Parameters()) ops::Fill(*p.grad, 0.f);
+        loss.Forward(model->Forward(xs), ys, batch);
+        reducer.set_sync(sync);
+        reducer.Backward(loss.Backward());
+        (sync ? result[r].reduced : result[r].local) = Gradients(*model);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return result;
+}
+
+std::unique_ptr<CommHook> Compression() { return std::make_unique<BFloat16CompressionHook>(); }
+
+// Every rank's gradient is rounded to bfloat16 (the cast), the ranks' values
+// are summed in float32 in rank order and the sum rounded once
+// (ThreadCommunicator), and cast back: so the reduced gradient is exactly
+// that, on every rank.
+TEST(ReducerTest, BFloat16CompressionIsTheRoundedSumOfRoundedGradients) {
+  for (int n = 2; n <= 4; ++n) {
+    const std::vector<StepGradients> ranks = OneStep(n, Compression);
+    const size_t size = ranks[0].local.size();
+    std::vector<float> expected(size);
+    int64_t rounded = 0;
+    for (size_t i = 0; i < size; ++i) {
+      float sum = 0.f;
+      float exact = 0.f;
+      for (int r = 0; r < n; ++r) {
+        sum += RoundToBFloat16(ranks[r].local[i]);
+        exact += ranks[r].local[i];
+      }
+      expected[i] = RoundToBFloat16(sum);
+      rounded += expected[i] != exact;
+    }
+    EXPECT_GT(rounded, 0) << "N=" << n << ": no gradient needed rounding; the test shows nothing";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(ranks[r].reduced, expected) << "N=" << n << ", rank " << r;
+    }
+  }
+}
+
+// N workers with compression against one worker on the global batch (which
+// reduces, and so rounds, nothing). Rounding to nearest bfloat16 (8
+// significant bits) is off by at most 2^-8 relative. Per element, with A =
+// sum_r |g_r| over the ranks' local gradients: rounding each g_r moves the
+// sum by at most 2^-8 A; rounding the sum, by at most 2^-8 |sum| <= 2^-8 A
+// (1 + 2^-8) (the float32 additions add about N 2^-24 A); so 2^-7 (1 +
+// 2^-7) A in all. Per-shard against global-batch backward differs in
+// float32 rounding only, bounded like WorkersEqualOneWorkerOnTheGlobalBatch's
+// 1e-5 relative. Where the ranks' gradients share a sign, A = |g|: 2^-7
+// relative, 2^-8 of it the rounding of the reduced gradient.
+TEST(ReducerTest, BFloat16CompressionIsWithinItsRoundingOfOneWorker) {
+  const std::vector<float> reference = OneStep(1, nullptr)[0].reduced;
+  for (int n = 2; n <= 4; ++n) {
+    const std::vector<StepGradients> ranks = OneStep(n, Compression);
+    ASSERT_EQ(ranks[0].reduced.size(), reference.size());
+    double worst = 0;  // |error| / A
+    for (size_t i = 0; i < reference.size(); ++i) {
+      double a = 0;
+      for (int r = 0; r < n; ++r) a += std::abs(ranks[r].local[i]);
+      const double error = std::abs(double(ranks[0].reduced[i]) - reference[i]);
+      const double bound = std::ldexp(1.0, -7) * (1 + std::ldexp(1.0, -7)) * a +
+                           1e-5 * std::max(a, 1e-3);
+      EXPECT_LE(error, bound) << "N=" << n << ", element " << i << ": " << ranks[0].reduced[i]
+                              << " vs one worker's " << reference[i] << ", sum |g_r| " << a;
+      if (a > 0) worst = std::max(worst, error / a);
+    }
+    std::cout << "N=" << n << ": max |bf16-reduced - 1 worker| / sum_r |g_r| = " << worst
+              << " (bound about 2^-7 = " << std::ldexp(1.0, -7) << ")\n";
+  }
+}
+
+// Training with compression: replicas bitwise identical, and runs
+// reproducible; with one worker nothing is reduced, so compression
+// changes nothing; with several it does change the result.
+TEST(ReducerTest, BFloat16CompressionKeepsReplicasIdenticalAndReproducible) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    DpSetup setup;
+    setup.optimizer = optimizer;
+    const std::vector<float> reference = RunThreads(1, setup)[0];
+    setup.bf16_allreduce = true;
+    EXPECT_EQ(RunThreads(1, setup)[0], reference) << optimizer << ": one worker rounded";
+    for (int n = 2; n <= 4; ++n) {
+      const auto params = RunThreads(n, setup);
+      for (int r = 1; r < n; ++r) {
+        EXPECT_EQ(params[r], params[0]) << optimizer << ", N=" << n << ": rank " << r;
+      }
+      EXPECT_EQ(RunThreads(n, setup)[0], params[0]) << optimizer << ", N=" << n;
+      EXPECT_NE(params[0], reference) << optimizer << ", N=" << n << ": nothing was rounded";
+      std::cout << optimizer << " N=" << n << ": bf16 all-reduce, max relative difference of the "
+                << "parameters to 1 worker " << MaxRelativeDifference(params[0], reference)
+                << "\n";
+    }
+  }
+}
+
+TEST(ReducerTest, BFloat16CompressionRefusesWhatItCannotServe) {
+  ThreadGroup group(2);
+  GradBucket half;
+  half.buffer = Tensor::Zeros({4}, Device::Cpu(), DType::kBFloat16);
+  half.comm = &group.communicator(0);
+  BFloat16CompressionHook hook;
+  try {
+    hook.Bind({half});
+    FAIL() << "a bfloat16 bucket was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compresses float32 gradients, but bucket 0"),
+              std::string::npos)
+        << e.what();
+  }
+  // Wrapped in the update hook, the optimizer is checked as before.
+  Rng rng(1);
+  auto model = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  auto other = Mlp({4, 3, 2}, Activation::kRelu, rng);
+  ThreadGroup one(1);
+  Reducer reducer(*model, one.communicator(0));
+  Sgd wrong(other->Parameters(), SgdParams{});
+  try {
+    reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(wrong, Compression()));
+    FAIL() << "no error for an optimizer over another model's parameters";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not hold parameter"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,8 +1,9 @@
 // Tests parallel/thread_communicator.h: closed forms for every collective
-// over world sizes 1-4 and awkward counts, the fixed reduction order, the
-// Work semantics (the call returns at once, collectives run in issue order,
-// timing, errors through Wait), and that abort, timeout and destruction end
-// waits instead of hanging.
+// over world sizes 1-4 and awkward counts, in float32 and bfloat16 (one
+// rounding of the float32 sum; bit patterns moved as they are), the fixed
+// reduction order, the Work semantics (the call returns at once,
+// collectives run in issue order, timing, errors through Wait), and that
+// abort, timeout and destruction end waits instead of hanging.
 #include "parallel/thread_communicator.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "core/backend_registry.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
 
 #include "tests/support/error_text.h"
 
@@ -172,6 +175,187 @@ TEST(ThreadCommunicatorTest, AllGatherIsRankMajor) {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// bfloat16
+
+std::vector<uint16_t> ToBits(const std::vector<float>& values) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i] = FloatToBFloat16Bits(values[i]);
+  return bits;
+}
+
+// Rank r's element i in the bfloat16 closed forms: r + (i % 32) / 2. Every
+// value and every sum over 4 ranks (at most 68, in halves) has at most 8
+// significant bits, so all are exact in bfloat16.
+float Small(int rank, int64_t i) { return rank + (i % 32) * 0.5f; }
+
+TEST(ThreadCommunicatorTest, BFloat16AllReduceSumAndAverageAreClosedForms) {
+  for (int n = 1; n <= 4; ++n) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (int64_t count : kCounts) {
+        RunRanks(n, [&](ThreadCommunicator& comm) {
+          std::vector<uint16_t> data(count);
+          for (int64_t i = 0; i < count; ++i) {
+            data[i] = FloatToBFloat16Bits(Small(comm.rank(), i));
+          }
+          comm.AllReduce(Ptr{data.data(), DType::kBFloat16}, count, op)->Wait();
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < count; ++i) {
+            const float sum = n * ((i % 32) * 0.5f) + n * (n - 1) / 2;
+            // The float32 result (the sum times 1/N), rounded once.
+            const float expected =
+                RoundToBFloat16(op == ReduceOp::kSum ? sum : sum * (1.0f / n));
+            wrong += BFloat16BitsToFloat(data[i]) != expected;
+          }
+          EXPECT_EQ(wrong, 0) << ToString(op) << ", world " << n << ", count " << count
+                              << ", rank " << comm.rank();
+        });
+      }
+    }
+  }
+}
+
+// Inputs that are exact in bfloat16 but whose sums are not: the result is
+// the float32 sum in rank order rounded once, bit for bit on every rank, and
+// for these inputs that differs from rounding after every addition.
+TEST(ThreadCommunicatorTest, BFloat16AllReduceRoundsTheFloat32SumOnce) {
+  const int64_t count = 10007;
+  for (int n = 2; n <= 4; ++n) {
+    std::vector<uint16_t> expected(count);
+    int64_t differs_from_stepwise = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      float sum = RoundToBFloat16(Awkward(0, i));
+      float stepwise = sum;
+      for (int r = 1; r < n; ++r) {
+        sum += RoundToBFloat16(Awkward(r, i));
+        stepwise = RoundToBFloat16(stepwise + RoundToBFloat16(Awkward(r, i)));
+      }
+      expected[i] = FloatToBFloat16Bits(sum);
+      differs_from_stepwise += expected[i] != FloatToBFloat16Bits(stepwise);
+    }
+    if (n > 2) {
+      EXPECT_GT(differs_from_stepwise, 0) << "world " << n << ": inputs too tame";
+    }
+    std::vector<std::vector<uint16_t>> results(n);
+    RunRanks(n, [&](ThreadCommunicator& comm) {
+      std::vector<float> values(count);
+      for (int64_t i = 0; i < count; ++i) values[i] = Awkward(comm.rank(), i);
+      std::vector<uint16_t> data = ToBits(values);
+      comm.AllReduce(Ptr{data.data(), DType::kBFloat16}, count, ReduceOp::kSum)->Wait();
+      results[comm.rank()] = data;
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(results[r], expected) << "world " << n << ", rank " << r;
+    }
+  }
+}
+
+// Bit patterns no arithmetic would keep: NaNs with payloads, -0,
+// subnormals, infinities.
+const uint16_t kPatterns[] = {0x7fc1, 0xffff, 0x8000, 0x0001, 0x7f80, 0xff80, 0x3f80, 0x807f};
+
+uint16_t Pattern(int rank, int64_t i) {
+  return static_cast<uint16_t>(kPatterns[(i + rank) % 8] ^ (rank << 4));
+}
+
+TEST(ThreadCommunicatorTest, BFloat16BroadcastAndAllGatherMoveBitPatterns) {
+  for (int n = 1; n <= 4; ++n) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1001}}) {
+      RunRanks(n, [&](ThreadCommunicator& comm) {
+        const int me = comm.rank();
+        int64_t wrong = 0;
+        for (int root = 0; root < n; ++root) {
+          std::vector<uint16_t> data(count);
+          for (int64_t i = 0; i < count; ++i) data[i] = Pattern(me, i);
+          comm.Broadcast(Ptr{data.data(), DType::kBFloat16}, count, root)->Wait();
+          for (int64_t i = 0; i < count; ++i) wrong += data[i] != Pattern(root, i);
+        }
+        for (bool in_place : {false, true}) {
+          std::vector<uint16_t> send(count), recv(n * count, 0x1234);
+          for (int64_t i = 0; i < count; ++i) send[i] = Pattern(me, i);
+          const uint16_t* from = send.data();
+          if (in_place) {
+            std::copy(send.begin(), send.end(), recv.begin() + me * count);
+            from = recv.data() + me * count;
+          }
+          comm.AllGather(CPtr(from, DType::kBFloat16), count,
+                         Ptr{recv.data(), DType::kBFloat16})
+              ->Wait();
+          for (int r = 0; r < n; ++r) {
+            for (int64_t i = 0; i < count; ++i) wrong += recv[r * count + i] != Pattern(r, i);
+          }
+        }
+        EXPECT_EQ(wrong, 0) << "world " << n << ", count " << count << ", rank " << me;
+      });
+    }
+  }
+}
+
+// The Tensor forms take the whole tensor, in its dtype.
+TEST(ThreadCommunicatorTest, TensorFormsUseTheTensorsDType) {
+  const int n = 3;
+  RunRanks(n, [&](ThreadCommunicator& comm) {
+    const float me = static_cast<float>(comm.rank());
+    Tensor sum = Tensor::Full({5}, me + 0.5f, Device::Cpu(), DType::kBFloat16);
+    comm.AllReduce(sum, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(sum.ToVector(), std::vector<float>(5, 4.5f));  // 0.5 + 1.5 + 2.5
+    Tensor root = Tensor::Full({4}, me, Device::Cpu(), DType::kBFloat16);
+    comm.Broadcast(root, 2)->Wait();
+    EXPECT_EQ(root.ToVector(), std::vector<float>(4, 2.f));
+    Tensor mine = Tensor::Full({2}, me);
+    Tensor all = Tensor::Zeros({n * 2});
+    comm.AllGather(mine, all)->Wait();
+    EXPECT_EQ(all.ToVector(), (std::vector<float>{0, 0, 1, 1, 2, 2}));
+    // Refused before anything is issued, so every rank stays in step.
+    Tensor short_recv = Tensor::Zeros({n * 2 - 1});
+    EXPECT_NE(ErrorText([&] { comm.AllGather(mine, short_recv)->Wait(); })
+                  .find("needs a recv of 6 elements, got [5]"),
+              std::string::npos);
+    Tensor wide_recv = Tensor::Zeros({n * 2}, Device::Cpu(), DType::kBFloat16);
+    EXPECT_NE(ErrorText([&] {
+                comm.AllGather(CPtr(mine.ptr()), 2, wide_recv.ptr())->Wait();
+              }).find("send is float32 but recv is bfloat16"),
+              std::string::npos);
+    EXPECT_EQ(comm.sequence(), 3u);
+  });
+}
+
+// Ranks that pass different dtypes fail on every rank, the message naming
+// each call with its size in bytes and its dtype.
+TEST(ThreadCommunicatorTest, MismatchedDTypesThrowOnEveryRank) {
+  ThreadGroup group(2);
+  std::vector<std::string> errors(2);
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    std::vector<float> data(10, 1.0f);
+    std::vector<uint16_t> half(10, 0x3f80);
+    errors[comm.rank()] = ErrorText([&] {
+      if (comm.rank() == 1) {
+        comm.AllReduce(Ptr{half.data(), DType::kBFloat16}, 10, ReduceOp::kSum)->Wait();
+      } else {
+        comm.AllReduce(data.data(), 10, ReduceOp::kSum)->Wait();
+      }
+    });
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("ranks called different collectives: rank 0 called AllReduce #1 "
+                             "(40 bytes, sum) but rank 1 called AllReduce #1 (20 bytes, "
+                             "bfloat16, sum)"),
+              std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+}
+
+TEST(ThreadCommunicatorTest, TypedReduceBuffersAreZeroedHostMemory) {
+  ThreadGroup group(1);
+  Communicator& comm = group.communicator(0);
+  Tensor half = comm.NewReduceBuffer(7, Device::Cpu(), DType::kBFloat16);
+  EXPECT_EQ(half.dtype(), DType::kBFloat16);
+  EXPECT_EQ(half.shape(), Shape{7});
+  EXPECT_EQ(half.ToVector(), std::vector<float>(7, 0.f));
+  EXPECT_EQ(comm.NewReduceBuffer(0, Device::Cpu(), DType::kBFloat16).numel(), 0);
+  EXPECT_EQ(comm.NewReduceBuffer(3, Device::Cpu(), DType::kFloat32).dtype(), DType::kFloat32);
 }
 
 TEST(ThreadCommunicatorTest, BarrierIsReusable) {

@@ -37,6 +37,7 @@ std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
   Rng init(100 + comm.rank());
   MlpOptions mlp;
   mlp.device = setup.device;
+  mlp.precision = setup.precision;
   auto model = Mlp({6, 8, 5, 3}, Activation::kTanh, init, mlp);
   ReducerOptions options;
   options.bucket_bytes = setup.bucket_bytes;
@@ -47,8 +48,12 @@ std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
   config.lr = 0.05f;
   config.momentum = 0.9f;
   auto optimizer = MakeOptimizer(config, model->Parameters());
+  std::unique_ptr<CommHook> reduce;
+  if (setup.bf16_allreduce) reduce = std::make_unique<BFloat16CompressionHook>();
   if (setup.per_bucket_update) {
-    reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(*optimizer));
+    reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(*optimizer, std::move(reduce)));
+  } else if (reduce != nullptr) {
+    reducer.RegisterCommHook(std::move(reduce));
   }
   SoftmaxCrossEntropyLoss loss;
 

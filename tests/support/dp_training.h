@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "layers/precision.h"
 #include "parallel/communicator.h"
 
 namespace tandem {
@@ -26,6 +27,12 @@ struct DpSetup {
   int micro_steps = 1;          // >1: accumulate with sync off, then sync
   std::string optimizer = "sgd";
   bool per_bucket_update = false;  // OptimizerUpdateHook instead of Step
+  // Gradients all-reduced as bfloat16 (BFloat16CompressionHook; inside the
+  // OptimizerUpdateHook with per_bucket_update).
+  bool bf16_allreduce = false;
+  // The model's precision (layers/precision.h): bf16 computes in bfloat16
+  // with float32 masters and gradients.
+  Precision precision = Precision::kFp32;
   Device device = Device::Cpu();
   // Called after every optimizer step with this rank's parameters.
   std::function<void(int step, const std::vector<float>& params)> on_step;
