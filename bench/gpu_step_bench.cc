@@ -14,7 +14,13 @@
 // N(0, 1) targets (large) or one-hot rows of random classes (small), plain
 // SGD with lr 1e-3. Inputs are N(0, 1), on the device, in --sets distinct
 // batches used in turn, so a step never finds last step's input in L2.
-// fp32 throughout; TF32 stays off unless --tf32. --grads picks how the step
+// --precision picks fp32 (the default; no TF32), tf32 (TF32 GEMMs) or bf16
+// (bfloat16 activations and GEMMs, float32 masters and gradients; the input
+// batches stay float32 and the first layer casts them, as autocast does).
+// The 8192^3 GEMM rate of each precision is measured in the same process
+// (--no_gemm skips it), and each row gives its step's share of its
+// precision's rate (pct_gemm) and the peak of the allocator's bytes in use
+// for that configuration (peak_mb). --grads picks how the step
 // handles gradients: fused_sgd (the default; Sgd::in_backward, plain SGD
 // applied by each layer's weight-gradient GEMM), overwrite (Backward
 // writes gradients, Sgd::Step applies them, no ZeroGrad) or accumulate
@@ -68,6 +74,7 @@
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/precision.h"
 
 namespace tandem {
 namespace {
@@ -95,7 +102,8 @@ struct Options {
   int check_steps = 8;
   bool graph = false;
   bool gemm = true;
-  bool tf32 = false;
+  // fp32, tf32 or bf16 (layers/precision.h); --tf32 means tf32.
+  Precision precision = Precision::kFp32;
   int64_t sgemm_size = 8192;
   float lr = 1e-3f;
   uint64_t seed = 42;
@@ -161,6 +169,7 @@ class Trainer {
     Rng init(options.seed);
     MlpOptions mlp;
     mlp.device = kDevice;
+    mlp.precision = options.precision;
     model_ = Mlp(spec.sizes, Activation::kRelu, init, mlp);
     SgdParams sgd;
     sgd.lr = options.lr;  // no momentum, no weight decay
@@ -352,18 +361,35 @@ struct GemmShape {
   int64_t m, n, k;
   bool trans_a, trans_b;
   float beta;
+  // fp32, tf32 (float32 operands on TF32 tensor cores) or bf16 (bfloat16
+  // operands, float32 accumulation; out_f32: a float32 result, as a
+  // weight-gradient GEMM writes).
+  Precision precision = Precision::kFp32;
+  bool out_f32 = false;
   bool operator<(const GemmShape& o) const {
-    return std::tie(m, n, k, trans_a, trans_b, beta) <
-           std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.beta);
+    return std::tie(m, n, k, trans_a, trans_b, beta, precision, out_f32) <
+           std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.beta, o.precision, o.out_f32);
   }
 };
 
+Tensor InDType(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
+  ops::Cast(t, cast);
+  return cast;
+}
+
 // Median time of one ops::Gemm of `shape` on the main lane.
 double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng) {
-  Tensor a = RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng);
-  Tensor b = RandomTensor(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng);
-  Tensor c = RandomTensor({s.m, s.n}, rng);
-  auto gemm = [&](int) { ops::Gemm(a, s.trans_a, b, s.trans_b, c, 1.f, s.beta); };
+  const DType in = s.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
+  const DType out = s.out_f32 ? DType::kFloat32 : in;
+  Tensor a = InDType(RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng), in);
+  Tensor b = InDType(RandomTensor(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng), in);
+  Tensor c = InDType(RandomTensor({s.m, s.n}, rng), out);
+  ops::GemmOptions options;
+  options.beta = s.beta;
+  options.tf32 = s.precision == Precision::kTf32;
+  auto gemm = [&](int) { ops::Gemm(a, s.trans_a, b, s.trans_b, c, options); };
   int k = 0;
   const Timing probe = TimeSteps(3, 1, k, gemm);  // also the warm-up
   const int iters = static_cast<int>(std::clamp(20.0 / std::max(probe.gpu_ms, 1e-3), 3.0, 2000.0));
@@ -410,8 +436,8 @@ struct GemmSum {
 //   dW       dW[out,in] += dz[B,out]^T x[B,in]        (beta 1: accumulates)
 //   dx       dx[B,in]  = dz[B,out] W[out,in]          (not for the first
 //            layer: its input is data, BackwardArgs::input_grad is false)
-GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
-                   bench::ResultPrinter& results) {
+GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, Precision spec_precision,
+                   GemmTimer& timer, bench::ResultPrinter& results) {
   GemmSum sum;
   for (size_t l = 0; l + 1 < spec.sizes.size(); ++l) {
     const int64_t in = spec.sizes[l], outf = spec.sizes[l + 1];
@@ -419,9 +445,9 @@ GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, GemmTimer& timer,
       const char* kind;
       GemmShape shape;
     } gemms[] = {
-        {"fwd", {batch, outf, in, false, true, 0.f}},
-        {"dW", {outf, in, batch, true, false, 1.f}},
-        {"dx", {batch, in, outf, false, false, 0.f}},
+        {"fwd", {batch, outf, in, false, true, 0.f, spec_precision, false}},
+        {"dW", {outf, in, batch, true, false, 1.f, spec_precision, true}},
+        {"dx", {batch, in, outf, false, false, 0.f, spec_precision, false}},
     };
     for (const auto& g : gemms) {
       if (l == 0 && std::string(g.kind) == "dx") continue;
@@ -516,8 +542,18 @@ bench::Row CheckGraph(const ModelSpec& spec, int64_t batch, const Batches& data,
 
 // Prints the model's rows (the eager and graph ones kept for the table);
 // a failed graph check clears checks_ok.
-void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, double sgemm_tflops,
+// The 8192^3 GEMM rates of this run, per precision (0: not measured).
+struct GemmRates {
+  double fp32 = 0, tf32 = 0, bf16 = 0;
+  double For(Precision p) const {
+    return p == Precision::kBf16 ? bf16 : p == Precision::kTf32 ? tf32 : fp32;
+  }
+};
+
+void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const GemmRates& rates,
               GemmTimer& timer, bench::ResultPrinter& results, bool& checks_ok) {
+  // The peak of this configuration's tensors: its data, model and steps.
+  GetBackend(kDevice).allocator().ResetPeak();
   const Batches data = MakeBatches(spec, batch, o.sets, o.seed);
   Trainer trainer(spec, o);
   const int64_t params = ParameterCount(trainer.model());
@@ -531,21 +567,29 @@ void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, double sge
   const int steps = StepsFor(o, probe.gpu_ms);
 
   GemmSum gemms;
-  if (o.gemm) gemms = ModelGemms(spec, batch, timer, results);
+  if (o.gemm) gemms = ModelGemms(spec, batch, o.precision, timer, results);
 
   auto report = [&](const std::string& mode, const Timing& t, int64_t mallocs, int nodes,
                     int kernels, float loss_value) {
     bench::Row row;
     row.Add("bench", "gpu_step").Add("impl", "tandem").Add("model", spec.name)
         .Add("batch", batch).Add("mode", mode).Add("grads", o.grads).Add("params", params)
-        .Add("tf32", o.tf32 ? 1 : 0).Add("steps", t.steps).Add("repeats", o.repeats)
+        .Add("precision", PrecisionName(o.precision)).Add("steps", t.steps)
+        .Add("repeats", o.repeats)
         .Add("step_ms", t.gpu_ms, 4)
         .Add("samples_per_s", batch / (t.gpu_ms * 1e-3), 0)
         .Add("tflops", Tflops(flops, t.gpu_ms), 2);
-    if (sgemm_tflops > 0) {
-      row.Add("sgemm_tflops", sgemm_tflops, 2)
-          .Add("pct_sgemm", 100.0 * Tflops(flops, t.gpu_ms) / sgemm_tflops, 1);
+    if (rates.fp32 > 0) {
+      row.Add("sgemm_tflops", rates.fp32, 2)
+          .Add("pct_sgemm", 100.0 * Tflops(flops, t.gpu_ms) / rates.fp32, 1);
     }
+    const double ref = rates.For(o.precision);
+    if (ref > 0) {
+      row.Add("gemm_tflops", ref, 2).Add("pct_gemm", 100.0 * Tflops(flops, t.gpu_ms) / ref, 1);
+    }
+    const double peak = static_cast<double>(
+        GetBackend(kDevice).allocator().stats().peak_bytes_in_use);
+    row.Add("peak_mb", peak / (1 << 20), 1);
     if (o.gemm) {
       row.Add("gemm_sum_ms", gemms.all_ms, 4)
           .Add("gemm_share", gemms.all_ms / t.gpu_ms, 3);
@@ -604,7 +648,12 @@ int main(int argc, char** argv) {
   app.add_option("--sets", o.sets, "distinct input batches, used in turn");
   app.add_flag("--graph", o.graph, "also time CUDA-graph replays of the step (checked first)");
   app.add_option("--check_steps", o.check_steps, "steps of the graph-vs-eager check");
-  app.add_flag("--tf32", o.tf32, "let cuBLAS use TF32 tensor cores (default: full fp32)");
+  std::string precision = "fp32";
+  app.add_option("--precision", precision,
+                 "fp32, tf32 (TF32 GEMMs) or bf16 (bfloat16 activations and GEMMs, float32 "
+                 "master weights)");
+  bool tf32 = false;
+  app.add_flag("--tf32", tf32, "the same as --precision=tf32");
   app.add_flag("!--no_gemm", o.gemm, "skip the GEMM-alone measurements");
   app.add_option("--sgemm_size", o.sgemm_size, "size of the square reference SGEMM");
   app.add_option("--lr", o.lr, "SGD learning rate");
@@ -628,9 +677,9 @@ int main(int argc, char** argv) {
     TANDEM_CHECK(CudaDeviceCount() > 0) << "gpu_step_bench needs a GPU: "
                                         << CudaUnavailableReason();
     cuda::SetCurrentDevice(0);
-    cuda::SetAllowTf32(o.tf32);
+    o.precision = tf32 ? Precision::kTf32 : ParsePrecision(precision);
     std::cout << "device: " << GetBackend(kDevice).Describe() << "\n"
-              << "tf32: " << (o.tf32 ? "on" : "off") << std::endl;
+              << "precision: " << PrecisionName(o.precision) << std::endl;
 
     std::vector<ModelSpec> specs;
     if (model != "small") specs.push_back(LargeModel());
@@ -638,16 +687,24 @@ int main(int argc, char** argv) {
 
     bench::ResultPrinter results;
     GemmTimer timer(o);
-    double sgemm_tflops = 0, copy_gbps = 0;
+    GemmRates rates;
+    double copy_gbps = 0;
     if (o.gemm) {
       const int64_t s = o.sgemm_size;
-      const double ms = timer.Ms({s, s, s, false, false, 0.f});
-      sgemm_tflops = Tflops(2.0 * s * s * s, ms);
-      bench::Row row("gemm");
-      row.Add("bench", "gpu_step").Add("name", "sgemm_" + std::to_string(s))
-          .Add("m", s).Add("n", s).Add("k", s).Add("tf32", o.tf32 ? 1 : 0)
-          .Add("ms", ms, 4).Add("tflops", sgemm_tflops, 2);
-      results.Print(row);
+      for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
+        const double ms = timer.Ms({s, s, s, false, false, 0.f, p, false});
+        const double tflops = Tflops(2.0 * s * s * s, ms);
+        (p == Precision::kFp32 ? rates.fp32 : p == Precision::kTf32 ? rates.tf32 : rates.bf16) =
+            tflops;
+        bench::Row row("gemm");
+        // "sgemm_8192" as before for float32, "tf32_gemm_8192", "bf16_gemm_8192".
+        const std::string name = p == Precision::kFp32 ? std::string("sgemm_")
+                                                        : std::string(PrecisionName(p)) + "_gemm_";
+        row.Add("bench", "gpu_step").Add("name", name + std::to_string(s))
+            .Add("m", s).Add("n", s).Add("k", s).Add("precision", PrecisionName(p))
+            .Add("ms", ms, 4).Add("tflops", tflops, 2);
+        results.Print(row);
+      }
       const int64_t copy_bytes = int64_t{1} << 30;
       copy_gbps = CopyGBps(copy_bytes, o);
       bench::Row copy("copy");
@@ -661,14 +718,16 @@ int main(int argc, char** argv) {
       const std::vector<int64_t> list =
           batches.empty() ? spec.default_batches : bench::ParseIntList(batches, "--batch");
       for (int64_t batch : list) {
-        RunModel(spec, batch, o, sgemm_tflops, timer, results, checks_ok);
+        RunModel(spec, batch, o, rates, timer, results, checks_ok);
       }
     }
-    results.PrintTable({"model", "batch", "mode", "step_ms", "samples_per_s", "tflops",
-                        "pct_sgemm", "gemm_sum_ms", "gemm_share", "host_ms", "graph_kernels"});
+    results.PrintTable({"model", "batch", "precision", "mode", "step_ms", "samples_per_s",
+                        "tflops", "pct_gemm", "gemm_sum_ms", "gemm_share", "host_ms",
+                        "peak_mb"});
     if (o.gemm) {
-      std::cout << "sgemm " << o.sgemm_size << "^3: " << bench::Fixed(sgemm_tflops, 2)
-                << " TFLOP/s (" << (o.tf32 ? "tf32" : "fp32") << "); device-to-device copy "
+      std::cout << "gemm " << o.sgemm_size << "^3 TFLOP/s: fp32 " << bench::Fixed(rates.fp32, 2)
+                << ", tf32 " << bench::Fixed(rates.tf32, 2) << ", bf16 "
+                << bench::Fixed(rates.bf16, 2) << "; device-to-device copy "
                 << bench::Fixed(copy_gbps, 0) << " GB/s (read + write)\n";
     }
     if (!checks_ok) {

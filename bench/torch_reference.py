@@ -10,18 +10,23 @@ Models, as gpu_step_bench builds them:
 nn.Sequential of nn.Linear with nn.ReLU after each hidden layer, nn.MSELoss
 (mean over all elements) against N(0, 1) targets (large) or one-hot rows of
 random classes (small), torch.optim.SGD(lr=1e-3) with no momentum. Inputs are
-N(0, 1), --sets distinct batches used in turn. fp32 with TF32 off (unless
---tf32). A step is what a PyTorch training loop does by default:
+N(0, 1), --sets distinct batches used in turn. --precision: fp32 (TF32
+off; the default), tf32 (TF32 matmuls) or bf16 (autocast to bfloat16 around
+the forward and the loss, as users train: float32 parameters, gradients and
+optimizer). A step is what a PyTorch training loop does by default:
 
     opt.zero_grad()            # set_to_none=True, PyTorch's default
-    loss = loss_fn(model(x), y)
+    with torch.autocast("cuda", torch.bfloat16, enabled=bf16):
+        loss = loss_fn(model(x), y)
     loss.backward()
     opt.step()                 # foreach implementation, PyTorch's default on CUDA
 
 Timing: --warmup steps, then --repeats runs of --steps steps between two
 torch.cuda.Event records; step_ms is the median run's time per step. Also
-times torch.mm at 8192^3 (the SGEMM rate in this process). Prints "gemm" and
-"result" key=value lines like gpu_step_bench, then a table.
+times torch.mm at 8192^3 in fp32, TF32 and bf16 (the GEMM rates in this
+process), and reports each configuration's peak memory
+(torch.cuda.max_memory_allocated after reset_peak_memory_stats). Prints
+"gemm" and "result" key=value lines like gpu_step_bench, then a table.
 """
 import argparse
 import statistics
@@ -83,10 +88,19 @@ def steps_for(args, step_ms):
     return int(min(max(args.target_ms / max(step_ms, 1e-3), 10), 2000))
 
 
-def sgemm_tflops(size, device, repeats):
-    a = torch.randn(size, size, device=device)
-    b = torch.randn(size, size, device=device)
-    c = torch.empty(size, size, device=device)
+def set_tf32(on):
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    torch.set_float32_matmul_precision("high" if on else "highest")
+
+
+def gemm_tflops(size, device, repeats, precision):
+    """The torch.mm rate at size^3 in fp32, tf32 or bf16 (bf16 in and out)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    set_tf32(precision == "tf32")
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    c = torch.empty(size, size, device=device, dtype=dtype)
     counter = [0]
     fn = lambda _: torch.mm(a, b, out=c)
     probe, _ = time_runs(fn, 3, 1, counter)
@@ -95,9 +109,12 @@ def sgemm_tflops(size, device, repeats):
     return ms, 2.0 * size ** 3 / (ms * 1e-3) / 1e12
 
 
-def run_model(name, batch, args, device, sgemm):
+def run_model(name, batch, args, device, rates):
     sizes, one_hot, _ = MODELS[name]
     torch.manual_seed(args.seed)
+    set_tf32(args.precision == "tf32")
+    bf16 = args.precision == "bf16"
+    torch.cuda.reset_peak_memory_stats(device)
     model = build_model(sizes, device)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
@@ -109,7 +126,8 @@ def run_model(name, batch, args, device, sgemm):
 
     def step(i):
         opt.zero_grad()
-        loss = loss_fn(model(xs[i % args.sets]), ys[i % args.sets])
+        with torch.autocast("cuda", torch.bfloat16, enabled=bf16):
+            loss = loss_fn(model(xs[i % args.sets]), ys[i % args.sets])
         loss.backward()
         opt.step()
         last["loss"] = loss
@@ -128,13 +146,17 @@ def run_model(name, batch, args, device, sgemm):
     tflops = flops / (step_ms * 1e-3) / 1e12
     row = {
         "bench": "gpu_step", "impl": "torch", "model": name, "batch": batch,
-        "mode": "eager", "params": params, "tf32": int(args.tf32), "steps": steps,
+        "mode": "eager", "params": params, "precision": args.precision, "steps": steps,
         "repeats": args.repeats, "step_ms": f"{step_ms:.4f}",
         "samples_per_s": f"{batch / (step_ms * 1e-3):.0f}", "tflops": f"{tflops:.2f}",
     }
-    if sgemm:
-        row["sgemm_tflops"] = f"{sgemm:.2f}"
-        row["pct_sgemm"] = f"{100.0 * tflops / sgemm:.1f}"
+    if rates.get("fp32"):
+        row["sgemm_tflops"] = f"{rates['fp32']:.2f}"
+        row["pct_sgemm"] = f"{100.0 * tflops / rates['fp32']:.1f}"
+    if rates.get(args.precision):
+        row["gemm_tflops"] = f"{rates[args.precision]:.2f}"
+        row["pct_gemm"] = f"{100.0 * tflops / rates[args.precision]:.1f}"
+    row["peak_mb"] = f"{torch.cuda.max_memory_allocated(device) / 2**20:.1f}"
     row["host_ms"] = f"{host_ms:.4f}"
     row["loss"] = f"{loss:.5f}"
     print("result " + " ".join(f"{k}={v}" for k, v in row.items()), flush=True)
@@ -154,27 +176,30 @@ def main():
     parser.add_argument("--sets", type=int, default=4)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
+    parser.add_argument("--tf32", action="store_true", help="the same as --precision=tf32")
     parser.add_argument("--sgemm_size", type=int, default=8192)
     parser.add_argument("--no_gemm", action="store_true")
     args = parser.parse_args()
 
     if not torch.cuda.is_available():
         sys.exit("error: torch_reference.py needs a GPU (torch.cuda.is_available() is False)")
-    torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    torch.backends.cudnn.allow_tf32 = args.tf32
-    torch.set_float32_matmul_precision("high" if args.tf32 else "highest")
+    if args.tf32:
+        args.precision = "tf32"
     device = torch.device("cuda", 0)
     props = torch.cuda.get_device_properties(device)
     print(f"device: {props.name}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"cuBLAS via torch; tf32: {'on' if args.tf32 else 'off'}", flush=True)
+          f"cuBLAS via torch; precision: {args.precision}", flush=True)
 
-    sgemm = 0.0
+    rates = {}
     if not args.no_gemm:
-        ms, sgemm = sgemm_tflops(args.sgemm_size, device, args.repeats)
         s = args.sgemm_size
-        print(f"gemm bench=gpu_step impl=torch name=sgemm_{s} m={s} n={s} k={s} "
-              f"tf32={int(args.tf32)} ms={ms:.4f} tflops={sgemm:.2f}", flush=True)
+        for precision in ("fp32", "tf32", "bf16"):
+            ms, rates[precision] = gemm_tflops(s, device, args.repeats, precision)
+            name = "sgemm" if precision == "fp32" else f"{precision}_gemm"
+            print(f"gemm bench=gpu_step impl=torch name={name}_{s} m={s} n={s} "
+                  f"k={s} precision={precision} ms={ms:.4f} tflops={rates[precision]:.2f}",
+                  flush=True)
 
     rows = []
     names = ["large", "small"] if args.model == "all" else [args.model]
@@ -182,11 +207,11 @@ def main():
         batches = ([int(b) for b in args.batch.split(",") if b]
                    if args.batch else MODELS[name][2])
         for batch in batches:
-            rows.append(run_model(name, batch, args, device, sgemm))
+            rows.append(run_model(name, batch, args, device, rates))
             torch.cuda.empty_cache()
 
-    cols = ["model", "batch", "mode", "step_ms", "samples_per_s", "tflops", "pct_sgemm",
-            "host_ms"]
+    cols = ["model", "batch", "precision", "mode", "step_ms", "samples_per_s", "tflops",
+            "pct_gemm", "peak_mb", "host_ms"]
     widths = [max(len(c), *(len(str(r.get(c, "-"))) for r in rows)) for c in cols]
     print()
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))

@@ -60,9 +60,9 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 
 # What the readers link against: compiled with the sanitizers but without
 # coverage, so libFuzzer steers by the readers' branches, not Eigen's.
-LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/lane.cc
+LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/dtype.cc core/lane.cc
              core/backend_registry.cc core/tensor.cc core/ops.cc core/rng.cc
-             core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc
+             core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc core/cpu/cpu_math.cc
              layers/layer.cc layers/optimizer.cc layers/dropout.cc
              layers/sequential.cc)
 # The code under test, with coverage instrumentation.

@@ -14,6 +14,7 @@ run() {  # name command...
   echo "$name rc=$? wall=$((SECONDS - start))s $(tail -n 1 "$out/example_$name.log")"
 }
 run gpu1 bin/examples__fashion_mnist --data_dir=data --device=cuda --quiet
+run gpu1_bf16 bin/examples__fashion_mnist --data_dir=data --device=cuda --precision=bf16 --quiet
 run gpu2_threads bin/examples__fashion_mnist --data_dir=data --device=cuda --workers=2 --quiet
 run gpu2_mpi mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
   bin/examples__fashion_mnist --data_dir=data --device=cuda --mode=mpi --quiet

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The single-GPU step in every precision, Tandem beside PyTorch.
+
+    python3 bench/precision_summary.py tandem_fp32.log ... torch_bf16.log
+
+Reads the "result" and "gemm" key=value lines that bench/gpu_step_bench and
+bench/torch_reference.py print (any number of logs of either) and prints,
+per model, batch and precision: both step times, Tandem's speed-up over
+PyTorch in the same precision, each one's share of the GEMM rate of its
+precision measured in its own process, and both peak memories; then the
+goals below, each PASS or FAIL. A missing configuration is an error (exit 2).
+
+Goals (one H200):
+  bf16 large/4096: >= 80% of the bf16 GEMM rate, and >= 1.15x PyTorch autocast
+  bf16 large/512:  >= 2.5x PyTorch autocast
+  bf16 small/256:  >= 6x PyTorch autocast
+  tf32 large/4096: >= 90% of the TF32 GEMM rate
+  every configuration: Tandem's peak memory no higher than PyTorch's
+"""
+import re
+import sys
+
+CONFIGS = [(m, b, p) for p in ("fp32", "tf32", "bf16")
+           for m, b in (("large", 512), ("large", 4096), ("small", 256))]
+
+
+def read(paths):
+    results = {}
+    for path in paths:
+        for line in open(path):
+            fields = dict(re.findall(r"(\w+)=(\S+)", line))
+            if not line.startswith("result") or fields.get("mode") != "eager":
+                continue
+            key = (fields["impl"], fields["model"], int(fields["batch"]),
+                   fields.get("precision", "fp32"))
+            results[key] = fields
+    return results
+
+
+def goals(results):
+    def get(impl, model, batch, precision, field):
+        return float(results[(impl, model, batch, precision)][field])
+
+    def speedup(model, batch, precision):
+        return (get("torch", model, batch, precision, "step_ms") /
+                get("tandem", model, batch, precision, "step_ms"))
+
+    checks = [
+        ("bf16 large/4096: >= 80% of the bf16 GEMM rate",
+         get("tandem", "large", 4096, "bf16", "pct_gemm"), 80.0, "%"),
+        ("bf16 large/4096: >= 1.15x PyTorch autocast", speedup("large", 4096, "bf16"), 1.15, "x"),
+        ("bf16 large/512: >= 2.5x PyTorch autocast", speedup("large", 512, "bf16"), 2.5, "x"),
+        ("bf16 small/256: >= 6x PyTorch autocast", speedup("small", 256, "bf16"), 6.0, "x"),
+        ("tf32 large/4096: >= 90% of the TF32 GEMM rate",
+         get("tandem", "large", 4096, "tf32", "pct_gemm"), 90.0, "%"),
+    ]
+    for model, batch, precision in CONFIGS:
+        ours = get("tandem", model, batch, precision, "peak_mb")
+        theirs = get("torch", model, batch, precision, "peak_mb")
+        checks.append((f"{precision} {model}/{batch}: peak memory <= PyTorch's "
+                       f"({ours:.0f} vs {theirs:.0f} MB)", theirs / ours, 1.0, "x"))
+    return checks
+
+
+def main(paths):
+    results = read(paths)
+    missing = [f"{impl} {m}/{b} {p}" for m, b, p in CONFIGS for impl in ("tandem", "torch")
+               if (impl, m, b, p) not in results]
+    if missing:
+        print("precision_summary: missing results: " + ", ".join(missing))
+        return 2
+    print("| model | batch | precision | Tandem ms | PyTorch ms | x PyTorch | Tandem % GEMM "
+          "| PyTorch % GEMM | Tandem MB | PyTorch MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for m, b, p in CONFIGS:
+        t, r = results[("tandem", m, b, p)], results[("torch", m, b, p)]
+        ratio = float(r["step_ms"]) / float(t["step_ms"])
+        print(f"| {m} | {b} | {p} | {float(t['step_ms']):.3f} | {float(r['step_ms']):.3f} "
+              f"| {ratio:.2f}x | {t.get('pct_gemm', '-')} | {r.get('pct_gemm', '-')} "
+              f"| {t['peak_mb']} | {r['peak_mb']} |")
+    print()
+    failed = 0
+    for text, value, target, unit in goals(results):
+        ok = value >= target
+        failed += not ok
+        shown = f"{value:.1f}%" if unit == "%" else f"{value:.2f}x"
+        print(f"goal {text}: {shown} {'PASS' if ok else 'FAIL'}")
+    print(f"precision_summary: {len(CONFIGS)} configurations, "
+          f"{'every goal met' if not failed else f'{failed} goal(s) missed'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
