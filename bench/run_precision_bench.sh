@@ -2,8 +2,11 @@
 # On the GPU machine: the single-GPU training step in every precision, side
 # by side with PyTorch, in one call: gpu_step_bench --precision=fp32, tf32
 # and bf16 (each also measures the 8192^3 GEMM rate of every precision in its
-# process), then bench/torch_reference.py likewise (autocast bf16 for bf16),
-# then bench/precision_summary.py's table of ratios and goals. Logs go to $OUT.
+# process), with the weight updates beside the input-gradient GEMMs
+# (--param_lane=side) and on one lane (--param_lane=main); then
+# bench/torch_reference.py likewise (autocast bf16 for bf16); then
+# bench/precision_summary.py's table of ratios and goals, once per lane
+# choice. Logs go to $OUT.
 #   bash .device/run_precision_bench.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,13 +15,19 @@ cd "$here"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp}
 bin=bin/bench__gpu_step_bench
-for p in fp32 tf32 bf16; do
-  # bf16 keeps SGD inside backward too (the default, --grads=fused_sgd).
-  "$bin" --model=all --precision=$p > "$out/tandem_$p.log" 2>&1
-  echo "tandem $p rc=$?"
+for lane in side main; do
+  for p in fp32 tf32 bf16; do
+    # SGD inside backward (the default, --grads=fused_sgd), in every precision.
+    "$bin" --model=all --precision=$p --param_lane=$lane > "$out/tandem_${lane}_$p.log" 2>&1
+    echo "tandem $lane $p rc=$?"
+  done
 done
 for p in fp32 tf32 bf16; do
   python3 torch_reference.py --model=all --precision=$p > "$out/torch_$p.log" 2>&1
   echo "torch $p rc=$?"
 done
-python3 precision_summary.py "$out"/tandem_*.log "$out"/torch_*.log | tee "$out/precision_summary.txt"
+for lane in side main; do
+  echo "--param_lane=$lane"
+  python3 precision_summary.py "$out"/tandem_${lane}_*.log "$out"/torch_*.log |
+    tee "$out/precision_summary_$lane.txt"
+done

@@ -31,13 +31,15 @@ Tensor Layer::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
 }
 
 void ZeroGrad(Layer& layer) {
-  for (Parameter& p : layer.Parameters()) ops::Fill(*p.grad, 0.f);
+  for (Parameter& p : layer.Parameters()) {
+    if (p.grad->defined()) ops::Fill(*p.grad, 0.f);
+  }
 }
 
 void MoveTo(Layer& layer, Device device) {
   for (Parameter& p : layer.Parameters()) {
     *p.value = p.value->To(device);
-    *p.grad = Tensor::Zeros(p.value->shape(), device, p.grad->dtype());
+    *p.grad = Tensor::Zeros(p.value->shape(), device);  // gradients are float32
     if (p.working != nullptr) *p.working = p.working->To(device);
   }
 }

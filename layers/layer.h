@@ -57,21 +57,21 @@ enum class GradMode {
 // An optimizer step folded into Backward (Sgd::in_backward()): instead of
 // writing a parameter's gradient, a layer hands it over here, in the form it
 // would have computed it, and the update writes the new parameter value.
-// For one worker: nothing else may need the gradients.
+// For one worker: nothing else may need the gradients. Every update is in
+// place on `lane`, working copy included: the layer calls it after queuing
+// every read of `param` and its working copy in this Backward (ordering
+// `lane` after them), and reads neither afterwards.
 class InBackwardUpdate {
  public:
   virtual ~InBackwardUpdate() = default;
   // The gradient of `param` is op(a) op(b) [param's shape], a GEMM the layer
-  // runs with TF32 tensor cores when `tf32`. The new value goes to a second
-  // buffer, so the layer may still read `param` on any lane until its
-  // Backward returns; the optimizer's Step makes it current.
+  // runs with TF32 tensor cores when `tf32`; the update is that GEMM.
   virtual void FromGemm(const Lane& lane, Tensor* param, const Tensor& a,
                         bool trans_a, const Tensor& b, bool trans_b, bool tf32) = 0;
   // The gradient of `param` [cols] is the column sums of x [rows, cols].
-  // Updated in place on `lane`: the layer must not read `param` afterwards.
   virtual void FromColumnSums(const Lane& lane, Tensor* param,
                               const Tensor& x) = 0;
-  // Any other gradient, already computed. Updated in place, as above.
+  // Any other gradient, already computed.
   virtual void FromGradient(const Lane& lane, Tensor* param,
                             const Tensor& grad) = 0;
 };
@@ -98,6 +98,11 @@ struct BackwardArgs {
   std::function<void()> on_params_ready;
   // When set, parameters are updated instead of their gradients written.
   InBackwardUpdate* update = nullptr;
+  // Where a layer may leave the tensors its work on param_lane still reads
+  // after Backward returns (param_lane another queue): the caller releases
+  // them once `lane` is ordered after that work (Sequential does, two layers
+  // later). Null: the layer keeps them until its next Forward or Backward.
+  std::vector<Tensor>* param_lane_reads = nullptr;
 
   // The main lane of `device`, its side lane for parameter work, input
   // gradient wanted, gradients accumulated.

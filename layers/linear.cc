@@ -111,6 +111,9 @@ Tensor Linear::Forward(const Tensor& x) {
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
+  // The parameter lane was joined before this Forward (the weights it
+  // updates are read here): what it read may go.
+  kept_for_param_lane_.clear();
   // A float32 input (data) is cast to bfloat16 here in bf16 mode.
   input_ = InComputeDType(x);
   const DType dtype = policy_.compute_dtype();
@@ -149,8 +152,9 @@ Tensor Linear::Backward(const Tensor& dy) {
 }
 
 void Linear::CheckBackward(const Tensor& dy) const {
-  TANDEM_CHECK(input_.defined()) << "layer '" << name_
-                                 << "': Backward called before Forward";
+  TANDEM_CHECK(input_.defined())
+      << "layer '" << name_ << "': Backward without a Forward before it (each "
+         "Forward allows one Backward)";
   TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == input_.dim(0) && dy.dim(1) == out_)
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
       << ") got output gradient " << ShapeToString(dy.shape())
@@ -175,17 +179,27 @@ Tensor Linear::PreActivationGradient(const Lane& lane, const Tensor& dy) {
 // neither leaves them idle at its tail. When the caller gives one lane for
 // both, the parameter gradients come first on it: their all-reduce can then
 // start while the input gradient is computed, instead of after both GEMMs
-// (Note [Gradients first] in parallel/reducer.cc). With an update (SGD in
-// backward) the weight GEMM writes the new weights itself, into a second
-// buffer, since the input-gradient GEMM still reads the old ones.
-void Linear::ParameterGradients(const BackwardArgs& args) {
+// (Note [Gradients first] in parallel/reducer.cc).
+//
+// Note [Update after the input gradient]
+// With an update (SGD in backward) the weight GEMM writes the new weights
+// over the old ones, so it is queued after the input-gradient GEMM, which
+// reads them (or their working copy); it still runs beside the layers below.
+// The gradients are then not kept: the layer drops them, and makes them
+// again, zeroed, when a later Backward writes gradients.
+void Linear::ParameterGradients(const BackwardArgs& args, const Tensor& dz) {
   const Lane& lane = args.param_lane;
   ops::WaitFor(lane, args.lane);  // dz and the input are queued on args.lane
-  const Tensor& dz = grad_output_;
   if (args.update != nullptr) {
+    weight_grad_ = Tensor();
+    bias_grad_ = Tensor();
     args.update->FromGemm(lane, &weight_, dz, true, input_, false, policy_.tf32());
     if (options_.bias) args.update->FromColumnSums(lane, &bias_, dz);
     return;
+  }
+  if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
+  if (options_.bias && !bias_grad_.defined()) {
+    bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
   }
   // float32 gradients, from bfloat16 operands in bf16 mode.
   const float beta = args.grad_mode == GradMode::kAccumulate ? 1.f : 0.f;
@@ -196,17 +210,53 @@ void Linear::ParameterGradients(const BackwardArgs& args) {
   if (options_.bias) ops::ColumnSums(lane, dz, bias_grad_, beta);
 }
 
-Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
-  CheckBackward(dy);
-  grad_output_ = PreActivationGradient(args.lane, dy);
-  // See Note [Parameter lane].
-  ParameterGradients(args);
-  if (args.on_params_ready) args.on_params_ready();
+Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
   if (!args.input_grad) return Tensor();
-  Tensor dx = Tensor::Empty(input_.shape(), dy.device(), policy_.compute_dtype());
+  Tensor dx = Tensor::Empty(input_.shape(), input_.device(), policy_.compute_dtype());
   ops::GemmOptions o;
   o.tf32 = policy_.tf32();
-  ops::Gemm(args.lane, grad_output_, false, weight_for_math(), false, dx, o);  // dz W
+  ops::Gemm(args.lane, dz, false, weight_for_math(), false, dx, o);  // dz W
+  return dx;
+}
+
+// Note [What Backward keeps]
+// A Forward allows one Backward, which drops what Forward kept as it
+// returns, so that memory goes back to the allocator as backward proceeds.
+// That is safe for what only args.lane read: the next owner of the memory
+// queues its work after it (Note [Stream-ordered reuse] in
+// core/cuda/caching_allocator.h). What args.param_lane reads (the input and
+// dz) may still be read there after Backward returns when that lane is
+// another queue: it goes to args.param_lane_reads for the caller to release,
+// or else the layer keeps it until its next Forward or Backward, which
+// start only once the parameter lane is joined (BackwardArgs).
+void Linear::DropBackwardState(const BackwardArgs& args, Tensor dz) {
+  pre_activation_ = Tensor();
+  kept_for_param_lane_.clear();
+  if (!SameQueue(args.lane, args.param_lane)) {
+    std::vector<Tensor>& keep = args.param_lane_reads != nullptr ? *args.param_lane_reads
+                                                                 : kept_for_param_lane_;
+    keep.push_back(std::move(input_));
+    keep.push_back(std::move(dz));
+  }
+  input_ = Tensor();
+}
+
+Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
+  CheckBackward(dy);
+  Tensor dz = PreActivationGradient(args.lane, dy);
+  Tensor dx;
+  if (args.update != nullptr) {
+    // See Note [Update after the input gradient].
+    dx = InputGradient(args, dz);
+    ParameterGradients(args, dz);
+    if (args.on_params_ready) args.on_params_ready();
+  } else {
+    // See Note [Parameter lane].
+    ParameterGradients(args, dz);
+    if (args.on_params_ready) args.on_params_ready();
+    dx = InputGradient(args, dz);
+  }
+  DropBackwardState(args, std::move(dz));
   return dx;
 }
 

@@ -78,7 +78,11 @@ class Linear : public Layer {
   // d loss / d (x W^T + b), on `lane`.
   Tensor PreActivationGradient(const Lane& lane, const Tensor& dy);
   // The weight and bias gradients (or updates), on args.param_lane.
-  void ParameterGradients(const BackwardArgs& args);
+  void ParameterGradients(const BackwardArgs& args, const Tensor& dz);
+  // dz W on args.lane; undefined when args.input_grad is false.
+  Tensor InputGradient(const BackwardArgs& args, const Tensor& dz);
+  // See Note [What Backward keeps] in linear.cc.
+  void DropBackwardState(const BackwardArgs& args, Tensor dz);
 
   PrecisionPolicy policy_;
   Tensor weight_, weight_grad_;  // [out, in], float32
@@ -88,10 +92,9 @@ class Linear : public Layer {
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign).
   Tensor pre_activation_;
-  // [batch, out], d loss / d (x W^T + b). A member, not a local: the
-  // parameter lane may still read it after Backward returns, and its memory
-  // must not be handed to the next layer meanwhile.
-  Tensor grad_output_;
+  // The last Backward's input and dz, while its parameter lane may still
+  // read them, until the next Forward or Backward (Note [What Backward keeps] in linear.cc).
+  std::vector<Tensor> kept_for_param_lane_;
 };
 
 }  // namespace tandem

@@ -13,20 +13,31 @@ void CheckLr(float lr) {
       << "learning rate must be a non-negative number, got " << lr
       << " (--lr)";
 }
+
+// A layer whose parameter was updated inside Backward keeps no gradient for
+// it (Note [Update after the input gradient] in layers/linear.cc).
+const Tensor& GradientOf(const Parameter& p) {
+  TANDEM_CHECK(p.grad->defined())
+      << "parameter '" << p.name << "' has no gradient to step with: its last "
+         "Backward updated it in place (BackwardArgs::update)";
+  return *p.grad;
+}
 }  // namespace
 
 Optimizer::Optimizer(std::vector<Parameter> params) : params_(std::move(params)) {
   for (const Parameter& p : params_) {
     TANDEM_CHECK(p.value != nullptr && p.grad != nullptr && p.value->defined())
         << "optimizer got parameter '" << p.name << "' without value or grad";
-    TANDEM_CHECK(p.value->shape() == p.grad->shape())
+    TANDEM_CHECK(!p.grad->defined() || p.value->shape() == p.grad->shape())
         << "parameter '" << p.name << "' is " << ShapeToString(p.value->shape())
         << " but its gradient is " << ShapeToString(p.grad->shape());
   }
 }
 
 void Optimizer::ZeroGrad() {
-  for (Parameter& p : params_) ops::Fill(*p.grad, 0.f);
+  for (Parameter& p : params_) {
+    if (p.grad->defined()) ops::Fill(*p.grad, 0.f);  // none: made zeroed when written
+  }
 }
 
 void Optimizer::Step() {
@@ -38,64 +49,45 @@ void Optimizer::Step() {
   FinishStep();
 }
 
-// SGD inside Backward: see InBackwardUpdate. A weight updated from a GEMM
-// gets its new value in next_[i], written by the GEMM itself
-// (W_next = W - lr op(a) op(b), while the input-gradient GEMM still reads
-// W), and a mixed-precision layer's working copy its new value in
-// next_working_[i], cast on the same lane; Step swaps them in. Others are
-// updated in place, working copies included.
+// SGD inside Backward: see InBackwardUpdate. Every update is in place, and
+// writes the parameter's working copy (bf16) on the same lane; Step then
+// updates the parameters no layer updated, from their gradients.
 class Sgd::InBackward : public InBackwardUpdate {
  public:
-  explicit InBackward(Sgd& sgd)
-      : sgd_(sgd),
-        next_(sgd.params_.size()),
-        next_working_(sgd.params_.size()),
-        done_(sgd.params_.size(), 0) {}
+  explicit InBackward(Sgd& sgd) : sgd_(sgd), done_(sgd.params_.size(), false) {}
 
   void FromGemm(const Lane& lane, Tensor* param, const Tensor& a, bool trans_a,
                 const Tensor& b, bool trans_b, bool tf32) override {
     const size_t i = IndexOf(param);
-    Tensor& next = Buffer(next_[i], *param);
-    ops::GemmOptions o;
+    ops::GemmOptions o;  // param = param - lr op(a) op(b), one GEMM
     o.alpha = -sgd_.options_.lr;
     o.beta = 1.f;
-    o.c = param;
     o.tf32 = tf32;
-    ops::Gemm(lane, a, trans_a, b, trans_b, next, o);
-    if (const Tensor* working = sgd_.params_[i].working) {
-      ops::Cast(lane, next, Buffer(next_working_[i], *working));
-    }
-    done_[i] = kSwap;
+    ops::Gemm(lane, a, trans_a, b, trans_b, *param, o);
+    Updated(lane, i);
   }
   void FromColumnSums(const Lane& lane, Tensor* param, const Tensor& x) override {
     const size_t i = IndexOf(param);
     ops::ColumnSums(lane, x, *param, 1.f, -sgd_.options_.lr);
-    UpdateWorkingInPlace(lane, i);
+    Updated(lane, i);
   }
   void FromGradient(const Lane& lane, Tensor* param, const Tensor& grad) override {
     const size_t i = IndexOf(param);
     ops::Axpy(lane, -sgd_.options_.lr, grad, *param);
-    UpdateWorkingInPlace(lane, i);
+    Updated(lane, i);
   }
 
-  // Makes this step's new values current; returns the parameters not
-  // updated in Backward.
+  // Returns the parameters not updated in Backward since the last call.
   std::vector<size_t> Finish() {
     std::vector<size_t> left;
     for (size_t i = 0; i < done_.size(); ++i) {
-      Parameter& p = sgd_.params_[i];
-      if (done_[i] == kSwap) {
-        std::swap(*p.value, next_[i]);
-        if (p.working != nullptr) std::swap(*p.working, next_working_[i]);
-      }
-      if (done_[i] == 0) left.push_back(i);
-      done_[i] = 0;
+      if (!done_[i]) left.push_back(i);
+      done_[i] = false;
     }
     return left;
   }
 
  private:
-  enum : char { kInPlace = 1, kSwap = 2 };
   size_t IndexOf(const Tensor* param) const {
     for (size_t i = 0; i < sgd_.params_.size(); ++i) {
       if (sgd_.params_[i].value == param) return i;
@@ -104,23 +96,15 @@ class Sgd::InBackward : public InBackwardUpdate {
                            "hold: build the optimizer over the model's Parameters()";
     return 0;
   }
-  // `buffer`, (re)made like `like` where it is not yet.
-  static Tensor& Buffer(Tensor& buffer, const Tensor& like) {
-    if (!buffer.defined() || buffer.device() != like.device() ||
-        buffer.dtype() != like.dtype()) {
-      buffer = Tensor::Empty(like.shape(), like.device(), like.dtype());
-    }
-    return buffer;
-  }
-  void UpdateWorkingInPlace(const Lane& lane, size_t i) {
+  // The bfloat16 copy follows its master on the lane of the update.
+  void Updated(const Lane& lane, size_t i) {
     Parameter& p = sgd_.params_[i];
     if (p.working != nullptr) ops::Cast(lane, *p.value, *p.working);
-    done_[i] = kInPlace;
+    done_[i] = true;
   }
 
   Sgd& sgd_;
-  std::vector<Tensor> next_, next_working_;
-  std::vector<char> done_;
+  std::vector<bool> done_;
 };
 
 Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
@@ -163,7 +147,7 @@ void Sgd::Step() {
 void Sgd::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
-    ops::SgdUpdate(lane, options_, *params_[i].value, *params_[i].grad,
+    ops::SgdUpdate(lane, options_, *params_[i].value, GradientOf(params_[i]),
                    velocity_.empty() ? nullptr : &velocity_[i], params_[i].working);
   }
 }
@@ -199,7 +183,7 @@ void AdamW::UpdateParameters(const std::vector<size_t>& indices, const Lane& lan
   const int64_t step = steps_ + 1;
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
-    ops::AdamWUpdate(lane, options_, step, *params_[i].value, *params_[i].grad, m_[i],
+    ops::AdamWUpdate(lane, options_, step, *params_[i].value, GradientOf(params_[i]), m_[i],
                      v_[i], params_[i].working);
   }
 }

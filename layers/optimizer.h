@@ -64,14 +64,8 @@ class Optimizer {
 //   args.update = sgd.in_backward();      // null unless plain SGD
 //   args.grad_mode = GradMode::kOverwrite;
 //   model.BackwardWith(loss.Backward(), args);
-//   sgd.Step();   // makes the new values current; updates any parameter a
-//                 // layer did not update itself, from its gradient
-//
-// A weight updated from a GEMM lives in two buffers that trade places at
-// every Step: Parameters() always point to the current one, but a CUDA graph
-// captured from such steps bakes in one step's pair of addresses, so graphs
-// of an even number of steps must be replayed in the order they were
-// captured (bench/gpu_step_bench does).
+//   sgd.Step();   // updates any parameter a layer did not update itself,
+//                 // from its gradient, and counts the step
 class Sgd : public Optimizer {
  public:
   Sgd(std::vector<Parameter> params, SgdParams options);

@@ -153,7 +153,11 @@ void Reducer::BuildBuckets() {
           << ": a replica's parameters must share one device";
       const int64_t n = p.value->numel();
       Tensor view = bucket.buffer.Slice(offset, offset + n).Reshape(p.value->shape());
-      view.CopyFrom(*p.grad);
+      if (p.grad->defined()) {
+        view.CopyFrom(*p.grad);
+      } else {
+        ops::Fill(view, 0.f);  // updated in Backward last time: no gradient kept
+      }
       *p.grad = view;  // the layer now accumulates straight into the bucket
       param_bucket_[i] = bucket.index;
       bucket.parameters.push_back(p);

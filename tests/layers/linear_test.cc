@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
 #include "layers/optimizer.h"
@@ -117,9 +118,11 @@ TEST_P(LinearTest, OverwriteAndSgdInBackward) {
   const std::vector<float> w1 = fused.weight().ToVector(), b1 = fused.bias().ToVector();
   for (size_t i = 0; i < w1.size(); ++i) EXPECT_NEAR(w1[i], w0[i] - lr * dw[i], 1e-5) << i;
   for (size_t i = 0; i < b1.size(); ++i) EXPECT_NEAR(b1[i], b0[i] - lr * db[i], 1e-5) << i;
-  for (float g : fused.Parameters()[0].grad->ToVector()) EXPECT_EQ(g, 0.f);
-  // A second step: the weights now live in the other buffer, and the
-  // update must start from them. Expected: the gradient at (w1, b1).
+  // Updated in Backward: no gradients kept.
+  EXPECT_FALSE(fused.Parameters()[0].grad->defined());
+  EXPECT_FALSE(fused.Parameters()[1].grad->defined());
+  // A second step starts from the updated weights. Expected: the gradient
+  // at (w1, b1).
   fused.Forward(x);
   BackwardJoined(fused, dy, update);
   sgd.Step();
@@ -130,6 +133,16 @@ TEST_P(LinearTest, OverwriteAndSgdInBackward) {
   const std::vector<float> dw1 = reference.Parameters()[0].grad->ToVector();
   const std::vector<float> w2 = fused.weight().ToVector();
   for (size_t i = 0; i < w2.size(); ++i) EXPECT_NEAR(w2[i], w1[i] - lr * dw1[i], 1e-5) << i;
+  // A later Backward that adds into the gradients makes them again, zeroed.
+  reference.weight().CopyFrom(fused.weight());
+  reference.bias().CopyFrom(fused.bias());
+  fused.Forward(x);
+  fused.Backward(dy);
+  reference.Forward(x);
+  BackwardJoined(reference, dy, overwrite);
+  const std::vector<float> dw2 = fused.Parameters()[0].grad->ToVector();
+  const std::vector<float> dw2_ref = reference.Parameters()[0].grad->ToVector();
+  for (size_t i = 0; i < dw2.size(); ++i) EXPECT_NEAR(dw2[i], dw2_ref[i], 1e-5) << i;
 }
 
 // Parameter work on the main lane (before the input gradient) instead of
@@ -165,6 +178,45 @@ TEST_P(LinearTest, ParameterLaneChangesNoResult) {
     first_args.input_grad = false;
     first.Forward(x);
     EXPECT_FALSE(BackwardJoined(first, dy, first_args).defined());
+  }
+}
+
+// Backward hands back what Forward kept (the input, the ReLU output, dz)
+// as it returns when the parameter work shares its lane; with a parameter
+// lane of its own (GPUs) the input and dz stay until the next Forward.
+TEST_P(LinearTest, BackwardDropsWhatForwardKept) {
+  LinearOptions o;
+  o.device = device();
+  o.activation = Activation::kRelu;
+  Rng rng(10);
+  Linear fc("fc", 64, 32, rng, o);
+  Allocator& allocator = GetBackend(device()).allocator();
+  for (bool one_lane : {true, false}) {
+    BackwardArgs args = BackwardArgs::For(device());
+    args.grad_mode = GradMode::kOverwrite;
+    if (one_lane) args.param_lane = args.lane;
+    const int64_t before = allocator.stats().bytes_in_use;
+    {
+      Tensor dy = RandomInput(16, 32, 12);
+      fc.Forward(RandomInput(16, 64, 11));
+      BackwardJoined(fc, dy, args);
+    }  // the test's x, y, dy and dx go
+    const int64_t after = allocator.stats().bytes_in_use;
+    if (SameQueue(args.lane, args.param_lane)) {  // on the CPU, always
+      EXPECT_EQ(after, before);
+    } else {
+      EXPECT_GT(after, before);  // the input and dz, for the parameter lane
+    }
+    // A Forward allows one Backward.
+    if (one_lane) {
+      try {
+        BackwardJoined(fc, RandomInput(16, 32, 12), args);
+        ADD_FAILURE() << "a second Backward was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("each Forward allows one Backward"),
+                  std::string::npos) << e.what();
+      }
+    }
   }
 }
 
