@@ -1,5 +1,6 @@
 // JSON text for Tandem's reports (metrics log, Chrome traces): just enough to
-// write flat objects correctly, with no third-party dependency.
+// write flat objects correctly, and to read them back, with no third-party
+// dependency.
 //
 //   std::string line;
 //   AppendJsonObject({{"step", 100}, {"loss", 0.53}}, {{"split", "train"}}, &line);
@@ -33,6 +34,17 @@ void AppendJsonNumber(double value, std::string* out);
 // each group in the order given.
 void AppendJsonObject(const NumberFields& numbers, const StringFields& strings,
                       std::string* out);
+
+// Reads back a flat object of numbers, strings and nulls, such as
+// AppendJsonObject writes: numbers (null as NaN) into `numbers`, strings into
+// `strings`, each group in document order. Returns false, leaving both
+// unspecified, for anything else: nested values, true/false, malformed text.
+//
+//   NumberFields numbers;
+//   StringFields strings;
+//   ParseJsonObject(R"({"step":100,"loss":null,"split":"train"})", &numbers, &strings);
+//   // numbers == {{"step", 100}, {"loss", NaN}}, strings == {{"split", "train"}}
+bool ParseJsonObject(std::string_view text, NumberFields* numbers, StringFields* strings);
 
 }  // namespace tandem
 

@@ -11,6 +11,14 @@
 // Each line reaches the operating system before Write returns, so a run that
 // crashes (or is killed) later loses none of them. JSON has no NaN or
 // Infinity: a diverged loss is written as null. Thread-safe.
+//
+// A resumed run appends to the log it had and reads it back, e.g. to redraw
+// its plot from the whole run:
+//
+//   MetricsLog metrics(path, "--metrics", MetricsLog::OpenMode::kAppend);
+//   for (const MetricsRow& row : ReadMetricsLog(path)) {
+//     if (row.String("split") == "train") losses.push_back(row.Number("loss"));
+//   }
 #ifndef TANDEM_REPORT_METRICS_LOG_H_
 #define TANDEM_REPORT_METRICS_LOG_H_
 
@@ -19,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "report/json.h"
 
@@ -26,9 +35,16 @@ namespace tandem {
 
 class MetricsLog {
  public:
-  // Creates (or truncates) `path`. Throws tandem::Error naming the path, the
-  // flag it came from and the system's reason when it cannot be opened.
-  explicit MetricsLog(const std::string& path, const std::string& flag = "--metrics");
+  enum class OpenMode {
+    kTruncate,  // a new log: creates `path`, or empties it
+    kAppend,    // continues the log at `path` (creating it if there is none)
+  };
+
+  // Opens `path`. Throws tandem::Error naming the path, the flag it came from
+  // and the system's reason when it cannot be opened. Appending after a last
+  // line left without its newline (a torn write) starts a new line first.
+  explicit MetricsLog(const std::string& path, const std::string& flag = "--metrics",
+                      OpenMode mode = OpenMode::kTruncate);
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
@@ -50,6 +66,23 @@ class MetricsLog {
   std::unique_ptr<std::FILE, Closer> file_;
   int64_t lines_ = 0;
 };
+
+// One line of a metrics log, read back.
+struct MetricsRow {
+  NumberFields numbers;  // a null reads back as NaN
+  StringFields strings;
+  // The number named `key`; NaN when the row has none.
+  double Number(const std::string& key) const;
+  // The string named `key`; "" when the row has none.
+  std::string String(const std::string& key) const;
+};
+
+// The rows of the log at `path`, in file order. No file: no rows. A line that
+// is not a flat JSON object (a torn last line, text someone added) is
+// skipped. Throws tandem::Error naming the path and `flag` when the file
+// exists but cannot be read.
+std::vector<MetricsRow> ReadMetricsLog(const std::string& path,
+                                       const std::string& flag = "--metrics");
 
 }  // namespace tandem
 

@@ -193,6 +193,14 @@ bool IsTerminal(const std::ostream& out) {
   return term == nullptr || std::strcmp(term, "dumb") != 0;
 }
 
+bool IsInteractive(const std::ostream& out) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* size = std::getenv(name);
+    if (size != nullptr && std::atoi(size) > 1) return false;
+  }
+  return IsTerminal(out);
+}
+
 int TerminalColumns(const std::ostream& out) {
   const int fd = StreamFd(out);
   if (fd < 0) return 0;

@@ -1,6 +1,6 @@
 // A tqdm-like progress bar for one epoch (or any counted loop).
 //
-//   ProgressBar bar(std::cout, "epoch 3/12", steps_per_epoch, IsTerminal(std::cout));
+//   ProgressBar bar(std::cout, "epoch 3/12", steps_per_epoch, IsInteractive(std::cout));
 //   for (int64_t step = 1; step <= steps_per_epoch; ++step) {
 //     ...train one step...
 //     bar.Update(step, samples_so_far, running_loss);
@@ -23,6 +23,11 @@
 //
 //   epoch 3/12  loss 0.4123  train_acc 0.8512  test_acc 0.8401  [3.1s]
 //
+// Pass `interactive` = IsInteractive(out): a terminal of a single process.
+// One of several processes started by mpirun gets a pseudo-terminal from
+// the launcher, which then merges every rank's output into one stream (often
+// a log file): a live line there would be garbage.
+//
 // The caller handles --quiet by not constructing a bar. Not thread-safe:
 // drive it from one thread (rank 0's).
 #ifndef TANDEM_REPORT_PROGRESS_H_
@@ -42,7 +47,8 @@ struct ProgressOptions {
   // Interactive: the live line is redrawn at most once per this many seconds
   // (0.1: 10 redraws a second; faster only costs terminal bandwidth).
   double min_redraw_seconds = 0.1;
-  // Non-interactive: one plain line per this many seconds.
+  // Non-interactive: one plain line per this many seconds (infinity: none
+  // but Finish's).
   double plain_interval_seconds = 10.0;
   // Characters inside the bar's brackets, at most: the bar gives way first
   // when the line would not fit the terminal.
@@ -54,7 +60,7 @@ struct ProgressOptions {
 class ProgressBar {
  public:
   // `total_steps` is the number of Update steps that make 100%.
-  // `interactive`: pass IsTerminal(out).
+  // `interactive`: pass IsInteractive(out).
   ProgressBar(std::ostream& out, std::string label, int64_t total_steps,
               bool interactive, ProgressOptions options = {});
   // Ends a live line left unfinished (an exception unwound the loop), so the
@@ -90,6 +96,11 @@ class ProgressBar {
 // True when `out` is std::cout or std::cerr/std::clog and that stream's file
 // descriptor is a terminal (and TERM is not "dumb", which lacks "\x1b[K").
 bool IsTerminal(const std::ostream& out);
+
+// True when `out` is a terminal (IsTerminal) and this process is not one of
+// several started by a launcher: OMPI_COMM_WORLD_SIZE (Open MPI) or PMI_SIZE
+// (MPICH, Slurm) above 1.
+bool IsInteractive(const std::ostream& out);
 
 // Columns of the terminal behind `out` (see IsTerminal); 0 when unknown.
 int TerminalColumns(const std::ostream& out);

@@ -1,5 +1,6 @@
 // Writes a sample training-curves plot with realistic (synthetic) numbers,
-// for tools/check_svg.sh and the docs.
+// with no training needed: to look at the layout, render its output with
+// tools/check_svg.sh (which otherwise plots a short real run).
 //
 //   bazel run //report:svg_demo -- /tmp/training_curves.svg
 #include <cmath>

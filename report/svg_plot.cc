@@ -20,6 +20,12 @@ const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#946
 const char* const kDashes[] = {"", "7 4"};
 constexpr int kMaxMarkers = 50;  // beyond this many points markers are clutter
 constexpr double kCharWidth = 7.2;  // DejaVu Sans at 13 px, about; for layout only
+// Bold DejaVu Sans advances about 0.7 em for digits and capitals, less for
+// most lower case: an upper bound for a title's width, per character.
+constexpr double kBoldEm = 0.72;
+constexpr int kTitleSize = 18;     // px, the title's font when it fits
+constexpr int kMinTitleSize = 12;  // px, the smallest it shrinks to
+constexpr double kTitleMargin = 12;  // px each side
 
 std::string Escape(const std::string& text) {
   std::string out;
@@ -75,6 +81,24 @@ Points PointsOf(const Series& s, const char* panel) {
 }
 
 bool Finite(double x, double y) { return std::isfinite(x) && std::isfinite(y); }
+
+// Characters, not bytes: a UTF-8 continuation byte starts no character.
+size_t Utf8Length(const std::string& text) {
+  size_t n = 0;
+  for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+// The first `chars` characters of `text`.
+std::string Utf8Prefix(const std::string& text, size_t chars) {
+  size_t seen = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && seen++ == chars) {
+      return text.substr(0, i);
+    }
+  }
+  return text;
+}
 
 struct Style {
   const char* color;
@@ -198,6 +222,23 @@ class Panel {
 
 }  // namespace
 
+TitleLayout FitTitle(const std::string& title, int width) {
+  const double room = width - 2 * kTitleMargin;
+  const size_t chars = Utf8Length(title);
+  for (int size = kTitleSize; size >= kMinTitleSize; --size) {
+    const double estimate = chars * size * kBoldEm;
+    if (estimate <= room) return {title, size, estimate};
+  }
+  const int size = kMinTitleSize;
+  const size_t fit = static_cast<size_t>(room / (size * kBoldEm));
+  // One character's room goes to the ellipsis; trailing spaces and
+  // punctuation before it would read as part of the title.
+  std::string text = Utf8Prefix(title, fit > 0 ? fit - 1 : 0);
+  while (!text.empty() && (text.back() == ' ' || text.back() == ',')) text.pop_back();
+  text += "\xE2\x80\xA6";  // U+2026 HORIZONTAL ELLIPSIS, in UTF-8
+  return {text, size, Utf8Length(text) * size * kBoldEm};
+}
+
 AxisScale NiceScale(double min, double max, int max_ticks, bool integer) {
   max_ticks = std::max(max_ticks, 2);
   if (!(min <= max) || !std::isfinite(min) || !std::isfinite(max)) {  // no data
@@ -269,10 +310,10 @@ std::string RenderTrainingCurves(const std::vector<Series>& loss_series,
          "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n";
   svg += "<title>" + Escape(title) + "</title>\n";
   svg += "<rect width=\"" + Num(w) + "\" height=\"" + Num(h) + "\" fill=\"#ffffff\"/>\n";
-  svg += "<text x=\"" + Num(w / 2) +
-         "\" y=\"30\" text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\" "
-         "fill=\"#111111\">" +
-         Escape(title) + "</text>\n";
+  const TitleLayout shown = FitTitle(title, options.width);
+  svg += "<text x=\"" + Num(w / 2) + "\" y=\"30\" text-anchor=\"middle\" font-size=\"" +
+         std::to_string(shown.font_size) + "\" font-weight=\"bold\" fill=\"#111111\">" +
+         Escape(shown.text) + "</text>\n";
 
   // Legend, centred under the title: a line sample in the series' style,
   // then its name.

@@ -8,6 +8,10 @@
 //                                   {"test", {}, test_accuracies}};
 //   WritePlot(config.plot_path, loss, accuracy, "MLP 784-512-256-10, 2 workers");
 //
+// The title is drawn in bold 18 px, or smaller (down to 12 px) where it would
+// not fit the width, and cut with "…" where even 12 px is too wide; the
+// whole title stays the document's <title> (a viewer's tooltip).
+//
 // A series with no x values is plotted against 1, 2, 3, ... (epochs). Series
 // with the same name share a colour and a legend entry across both panels.
 // NaN and infinite points are left out (the line breaks there); a single point
@@ -45,6 +49,17 @@ std::string RenderTrainingCurves(const std::vector<Series>& loss_series,
 void WritePlot(const std::string& path, const std::vector<Series>& loss_series,
                const std::vector<Series>& accuracy_series, const std::string& title,
                const PlotOptions& options = {}, const std::string& flag = "--plot");
+
+// The drawn title: `title` in a font size that fits `width` pixels with a
+// margin each side, or cut to fit with "…" at the smallest size. Widths are
+// estimated from the character count (generously, for bold DejaVu Sans).
+// Exposed for tests.
+struct TitleLayout {
+  std::string text;
+  int font_size;
+  double estimated_width;  // pixels
+};
+TitleLayout FitTitle(const std::string& title, int width);
 
 // An axis: its range and where its ticks fall. Exposed for tests.
 struct AxisScale {

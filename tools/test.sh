@@ -1,27 +1,48 @@
 #!/usr/bin/env bash
-# The README's second quick-start command (and what CI runs): set up, run the
-# whole test suite, then the parallel tests again under ThreadSanitizer (the
-# threads-mode communicator and the reducer's communication thread are where
-# races would hide), the CPU suite under UBSan and ASan, then every command
-# the docs show (tools/check_docs.sh).
-# Extra arguments go to the first `bazel test`.
+# The README's test command: installs what the build needs, then runs the
+# whole test suite (`bazel test //...`).
+#   tools/test.sh [--full] [extra bazel test arguments]
+# --full (what CI runs, .ci/run) then also runs the parallel tests under
+# ThreadSanitizer (the threads-mode communicator and the reducer's
+# communication thread are where races would hide), the CPU suite under
+# UBSan and ASan, and every command the docs show (tools/check_docs.sh,
+# short fuzz runs included). Either way no Bazel server is left running:
+# each output base used is shut down on the way out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=0
+if [ "${1:-}" = "--full" ]; then full=1; shift; fi
+# A separate output base per sanitizer keeps its build from evicting the
+# normal one.
+tsan_base="${TMPDIR:-/tmp}/tandem_bazel_tsan"
+ubsan_base=/tmp/bazel_san_ubsan
+asan_base=/tmp/bazel_san_asan
+stop_servers() {
+  bazel shutdown 2>/dev/null || true
+  for base in "$tsan_base" "$ubsan_base" "$asan_base"; do
+    [ -d "$base" ] && bazel --output_base="$base" shutdown 2>/dev/null || true
+  done
+}
+trap stop_servers EXIT
+
+if [ $full = 0 ]; then
+  tools/install_deps.sh
+  bazel test //... "$@"
+  exit 0
+fi
 tools/install_deps.sh --fuzz
 bazel test //... "$@"
-# A separate output base keeps the sanitizer build from evicting the normal
-# one. MPI is left out: Open MPI's own lock-order inversions trip TSan (see
+# MPI is left out of TSan: Open MPI's own lock-order inversions trip it (see
 # docs/reliability.md); GPU tests need a GPU and skip anyway.
 bazel --output_base="${TMPDIR:-/tmp}/tandem_bazel_tsan" test --config=tsan \
   --build_tests_only --test_tag_filters=-gpu,-mpi //tests/parallel/...
 # Undefined behaviour and memory errors over the CPU suite (docs/reliability.md,
-# "Sanitizers"; about 10 minutes from empty output bases). ASan's leak check
-# is off for the MPI tests: its only reports are Open MPI's own allocations.
+# "Sanitizers"). ASan's leak check is off for the MPI tests: its only reports
+# are Open MPI's own allocations.
 bazel --output_base=/tmp/bazel_san_ubsan test --config=ubsan --build_tests_only --test_tag_filters=-gpu //tests/...
 bazel --output_base=/tmp/bazel_san_asan test --config=asan --build_tests_only --test_tag_filters=-gpu,-mpi //tests/...
 bazel --output_base=/tmp/bazel_san_asan test --config=asan --build_tests_only --test_tag_filters=mpi,-gpu --test_env=ASAN_OPTIONS=detect_leaks=0 //tests/...
 # Every command in README.md and docs/*.md is accounted for in
 # docs/commands.txt, and the CPU ones run (docs/architecture.md, "Docs stay
-# true"): the trainings the docs show, the CPU "which model when" table and
-# short fuzz runs (clang, installed by --fuzz above) take most of its time.
+# true").
 tools/check_docs.sh

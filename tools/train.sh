@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's first quick-start command: set up, then train the Fashion-MNIST
 # example with data parallelism over two worker threads. Extra arguments go to
-# the trainer (e.g. --epochs=3).
+# the trainer after these, so they win (the last copy of a flag counts):
+# `tools/train.sh --workers=4 --epochs=3`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <iomanip>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -13,6 +15,8 @@
 #include "data/batch_iterator.h"
 #include "data/idx_reader.h"
 #include "data/normalize.h"
+#include "examples/fashion_mnist/config_check.h"
+#include "examples/fashion_mnist/run_report.h"
 #include "examples/fashion_mnist/step_tracer.h"
 #include "io/checkpoint.h"
 #include "layers/loss.h"
@@ -23,9 +27,7 @@
 #include "parallel/reducer.h"
 #include "parallel/sharding.h"
 #include "report/chrome_trace.h"
-#include "report/metrics_log.h"
 #include "report/progress.h"
-#include "report/svg_plot.h"
 
 namespace tandem {
 
@@ -37,9 +39,10 @@ std::vector<int64_t> ParseSizes(const std::string& text) {
     if (item.empty()) continue;
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    TANDEM_CHECK(*end == '\0' && v > 0)
-        << "--hidden must be positive sizes separated by commas (e.g. 512,256), got '"
-        << text << "'";
+    if (*end != '\0' || v <= 0) {
+      throw UsageError("--hidden must be positive sizes separated by commas (e.g. 512,256), got '" +
+                       text + "'");
+    }
     sizes.push_back(v);
   }
   return sizes;
@@ -52,34 +55,6 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
-
-void Validate(const TrainConfig& c) {
-  TANDEM_CHECK(c.epochs >= 1) << "--epochs must be at least 1, got " << c.epochs;
-  TANDEM_CHECK(c.batch_size >= 1) << "--batch_size must be at least 1, got "
-                                  << c.batch_size;
-  TANDEM_CHECK(c.bucket_mb > 0) << "--bucket_mb must be positive, got " << c.bucket_mb;
-  TANDEM_CHECK(c.dropout >= 0 && c.dropout < 1)
-      << "--dropout must be in [0, 1), got " << c.dropout;
-  if (c.launch.workers.has_value()) {
-    TANDEM_CHECK(c.batch_size >= *c.launch.workers)
-        << "--batch_size=" << c.batch_size << " is smaller than --workers="
-        << *c.launch.workers << ": every worker needs at least one example";
-  }
-  ParseActivation(c.activation);
-  ParseLrSchedule(c.lr_schedule);
-  ValidateOptimizerConfig(c.optimizer);
-  TANDEM_CHECK(c.checkpoint_every >= 0)
-      << "--checkpoint_every must not be negative, got " << c.checkpoint_every;
-  TANDEM_CHECK(!c.resume || !c.checkpoint_dir.empty())
-      << "--resume needs --checkpoint_dir";
-  TANDEM_CHECK(c.checkpoint_every == 0 || !c.checkpoint_dir.empty())
-      << "--checkpoint_every needs --checkpoint_dir";
-  TANDEM_CHECK(c.max_steps >= 0) << "--max_steps must not be negative, got " << c.max_steps;
-}
-
-// What a checkpoint must match to be resumed by this configuration: the
-// data order and the meaning of its position depend on them.
-constexpr char kRunKey[] = "run.seed_batch_examples";
 
 // The normalised training and test sets, shared by every worker.
 struct Datasets {
@@ -116,20 +91,29 @@ class WorkerRun {
     int64_t steps = 0, skipped = 0, examples = 0;
     double comm_wait = 0.0;
   };
+  // What Evaluate measures on the test set.
+  struct TestFigures {
+    double accuracy, loss;
+  };
   void BuildModel();
-  void Resume();
+  // Restores the checkpoint in --checkpoint_dir; false when there is none.
+  bool Resume();
   void LogSetup() const;
+  // "Fashion-MNIST, MLP 784-512-256-10, 2 workers": the plot's title.
+  std::string Title() const;
   // Trains one epoch; false once --max_steps is reached.
   bool TrainEpoch(int epoch);
   // One step on `batch`; false when it was skipped (non-finite loss).
   bool Step(const std::vector<int64_t>& batch, int epoch, EpochTotals& totals);
+  void ShowProgress(ProgressBar& bar, const data::BatchIterator& batches,
+                    const EpochTotals& totals, double& running_loss);
   void LoadShard(const std::vector<int64_t>& batch, Tensor& x, Tensor& y);
   bool SkipNonFinite(const Tensor& step_loss, int epoch);
   void CheckFinite(int epoch);
   EpochStats FinishEpoch(int epoch, const EpochTotals& totals, double seconds);
   void Report(const EpochStats& stats, std::optional<ProgressBar>& bar);
   void Save(int64_t epoch, int64_t batch_in_epoch);
-  double Evaluate();
+  TestFigures Evaluate();
   void Finish(bool stopped);
 
   const TrainConfig& config_;
@@ -139,16 +123,19 @@ class WorkerRun {
   ChromeTrace* trace_;
   SharedResult& shared_;
   const bool root_;
+  // A live progress line: on an interactive terminal of a single process.
+  const bool live_progress_;
   std::unique_ptr<Sequential> model_;
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<StepTracer> tracer_;
-  std::optional<MetricsLog> metrics_;
-  SoftmaxCrossEntropyLoss loss_;
+  std::optional<RunReport> report_;  // rank 0's
+  SoftmaxCrossEntropyLoss loss_, test_loss_;
   std::vector<uint64_t> run_key_;
   int start_epoch_ = 0;
   int64_t start_batch_ = 0;
   int64_t global_step_ = 0;
+  int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   LrSchedule schedule_;
   Tensor x_buffer_, y_buffer_, loss_sum_, correct_sum_, correct_;
@@ -156,20 +143,16 @@ class WorkerRun {
   // ops::TrackNonFinite. Read every kCheckEvery steps, not every step.
   Tensor first_bad_;
   static constexpr int64_t kCheckEvery = 50;
-  std::vector<double> plot_loss_, plot_train_acc_, plot_test_acc_;
 };
 
 WorkerRun::WorkerRun(const TrainConfig& config, const Datasets& data, Worker& worker,
                      std::ostream& log, ChromeTrace* trace, SharedResult& shared)
     : config_(config), data_(data), worker_(worker), log_(log), trace_(trace),
-      shared_(shared), root_(worker.is_root()),
+      shared_(shared), root_(worker.is_root()), live_progress_(IsInteractive(log)),
       schedule_(ParseLrSchedule(config.lr_schedule)) {
-  if (root_ && !config.metrics_path.empty()) metrics_.emplace(config.metrics_path);
-  run_key_ = {config.seed, static_cast<uint64_t>(config.batch_size),
-              static_cast<uint64_t>(data.train.size())};
-  const int64_t steps_per_epoch =
-      (data.train.size() + config.batch_size - 1) / config.batch_size;
-  total_steps_ = steps_per_epoch * config.epochs;
+  run_key_ = RunKey(config, data.train.size());
+  steps_per_epoch_ = (data.train.size() + config.batch_size - 1) / config.batch_size;
+  total_steps_ = steps_per_epoch_ * config.epochs;
   const Device device = worker.device;
   const int64_t max_shard = Shard(config.batch_size, 0, worker.size).size();
   x_buffer_ = Tensor::Empty({max_shard, data.train.images.dim(1)}, device);
@@ -211,28 +194,31 @@ void WorkerRun::BuildModel() {
 // Every rank reads the file itself; Restore checks everything before
 // changing anything. See Note [Resuming with another worker count] in
 // parallel/checkpointer.cc.
-void WorkerRun::Resume() {
+bool WorkerRun::Resume() {
   std::optional<CheckpointState> state = LoadLatestCheckpoint(config_.checkpoint_dir);
   const bool talk = root_ && !config_.quiet;
   if (!state) {
     if (talk) log_ << "no checkpoint in " << config_.checkpoint_dir << ": starting afresh\n";
-    return;
+    return false;
   }
-  auto key = state->extra_u64.find(kRunKey);
-  TANDEM_CHECK(key != state->extra_u64.end() && key->second == run_key_)
-      << CheckpointPath(config_.checkpoint_dir)
-      << " was saved by a run with another --seed, --batch_size or training set "
-         "(--max_train); resuming would change the data order";
+  CheckRunKey(*state, run_key_, config_);
   CheckpointState model_state = *state;
   model_state.extra_u64.erase(kRunKey);
   Restore(model_state, *model_, *optimizer_);
   start_epoch_ = static_cast<int>(state->epoch);
   start_batch_ = state->batch_in_epoch;
+  // Saved after an epoch's last step: the saving run finished and reported
+  // that epoch; this one starts the next.
+  if (start_batch_ >= steps_per_epoch_) {
+    ++start_epoch_;
+    start_batch_ = 0;
+  }
   if (talk) {
     log_ << "resumed from " << CheckpointPath(config_.checkpoint_dir) << " at step "
          << optimizer_->steps() << " (epoch " << start_epoch_ + 1 << ", batch "
          << start_batch_ << ")\n";
   }
+  return true;
 }
 
 void WorkerRun::LogSetup() const {
@@ -244,6 +230,17 @@ void WorkerRun::LogSetup() const {
        << ToString(config_.launch.mode) << ", device " << worker_.device << ", precision "
        << PrecisionName(config_.precision)
        << (config_.bf16_allreduce ? ", gradients all-reduced in bf16" : "") << "\n";
+}
+
+std::string WorkerRun::Title() const {
+  std::string model = "MLP " + std::to_string(data_.train.images.dim(1));
+  for (const int64_t size : config_.hidden) model += "-" + std::to_string(size);
+  model += "-" + std::to_string(data_.train.num_classes);
+  if (config_.precision != Precision::kFp32) {
+    model += " " + std::string(PrecisionName(config_.precision));
+  }
+  return "Fashion-MNIST, " + model + ", " + std::to_string(worker_.size) +
+         (worker_.size == 1 ? " worker" : " workers");
 }
 
 void WorkerRun::Save(int64_t epoch, int64_t batch_in_epoch) {
@@ -328,12 +325,15 @@ bool WorkerRun::TrainEpoch(int epoch) {
   ops::Fill(correct_sum_, 0.f);
   std::optional<ProgressBar> bar;
   if (root_ && !config_.quiet) {
+    // Into a file, a pipe or mpirun's merged output: one line per epoch.
+    ProgressOptions options;
+    options.plain_interval_seconds = std::numeric_limits<double>::infinity();
     bar.emplace(log_, "epoch " + std::to_string(epoch + 1) + "/" +
                           std::to_string(config_.epochs),
-                batches.num_batches(), IsTerminal(log_));
+                batches.num_batches(), live_progress_, options);
   }
   EpochTotals totals;
-  double running_loss = NAN;
+  double running_loss = NAN;  // none read yet
   bool stop = false;
   std::vector<int64_t> batch;
   while (!stop && batches.Next(batch)) {
@@ -346,22 +346,27 @@ bool WorkerRun::TrainEpoch(int epoch) {
     if (config_.checkpoint_every > 0 && optimizer_->steps() % config_.checkpoint_every == 0) {
       Save(epoch, batches.position());
     }
-    if (bar) {
-      // Reading the loss waits for the device: only now and then. The local
-      // sum times the worker count estimates the global mean.
-      const int64_t done = batches.position();
-      if (done % 20 == 0 || done == batches.num_batches()) {
-        running_loss = loss_sum_.Item() * worker_.size /
-                       std::max<int64_t>(1, totals.steps - totals.skipped);
-      }
-      bar->Update(done, std::min<int64_t>(done * config_.batch_size, data_.train.size()),
-                  running_loss);
-    }
+    if (bar && live_progress_) ShowProgress(*bar, batches, totals, running_loss);
     stop = config_.max_steps > 0 && optimizer_->steps() >= config_.max_steps;
   }
   if (!config_.skip_nonfinite) CheckFinite(epoch);
   Report(FinishEpoch(epoch, totals, Seconds(epoch_start)), bar);
   return !stop;
+}
+
+// Reading the loss waits for the device, so it is read only now and then:
+// at the first step shown (a line never shows a loss it has not read), every
+// 20 steps, and at the last. The local sum times the worker count estimates
+// the global mean.
+void WorkerRun::ShowProgress(ProgressBar& bar, const data::BatchIterator& batches,
+                             const EpochTotals& totals, double& running_loss) {
+  const int64_t done = batches.position();
+  if (std::isnan(running_loss) || done % 20 == 0 || done == batches.num_batches()) {
+    running_loss = loss_sum_.Item() * worker_.size /
+                   std::max<int64_t>(1, totals.steps - totals.skipped);
+  }
+  bar.Update(done, std::min<int64_t>(done * config_.batch_size, data_.train.size()),
+             running_loss);
 }
 
 EpochStats WorkerRun::FinishEpoch(int epoch, const EpochTotals& totals, double seconds) {
@@ -374,7 +379,9 @@ EpochStats WorkerRun::FinishEpoch(int epoch, const EpochTotals& totals, double s
   stats.loss = counted > 0 ? sums[0] / counted : NAN;
   // Over the examples this run saw (a resumed or stopped epoch is partial).
   stats.train_accuracy = sums[1] / std::max<double>(1.0, totals.examples);
-  stats.test_accuracy = Evaluate();
+  const TestFigures test = Evaluate();
+  stats.test_loss = test.loss;
+  stats.test_accuracy = test.accuracy;
   stats.samples_per_second = totals.examples / seconds;
   stats.comm_wait_seconds = totals.comm_wait;
   stats.skipped_steps = totals.skipped;
@@ -386,7 +393,8 @@ void WorkerRun::Report(const EpochStats& stats, std::optional<ProgressBar>& bar)
   if (bar) {
     std::ostringstream summary;
     summary << std::fixed << "loss " << std::setprecision(4) << stats.loss << "  train_acc "
-            << stats.train_accuracy << "  test_acc " << stats.test_accuracy
+            << stats.train_accuracy << "  test_loss " << stats.test_loss << "  test_acc "
+            << stats.test_accuracy
             << "  samples/s " << std::setprecision(0) << stats.samples_per_second
             << "  comm_wait " << std::setprecision(3) << stats.comm_wait_seconds << "s";
     if (stats.skipped_steps > 0) {
@@ -394,57 +402,41 @@ void WorkerRun::Report(const EpochStats& stats, std::optional<ProgressBar>& bar)
     }
     bar->Finish(summary.str());
   }
-  if (metrics_) {
-    const double e = stats.epoch;
-    const double step = static_cast<double>(optimizer_->steps());
-    metrics_->Write({{"epoch", e}, {"step", step}, {"loss", stats.loss},
-                     {"accuracy", stats.train_accuracy},
-                     {"samples_per_second", stats.samples_per_second},
-                     {"comm_wait_seconds", stats.comm_wait_seconds},
-                     {"lr", optimizer_->lr()}},
-                    {{"split", "train"}, {"precision", PrecisionName(config_.precision)}});
-    metrics_->Write({{"epoch", e}, {"step", step}, {"accuracy", stats.test_accuracy}},
-                    {{"split", "test"}, {"precision", PrecisionName(config_.precision)}});
-  }
-  if (!config_.plot_path.empty()) {
-    plot_loss_.push_back(stats.loss);
-    plot_train_acc_.push_back(stats.train_accuracy);
-    plot_test_acc_.push_back(stats.test_accuracy);
-    // Rewritten every epoch, so an interrupted run still has its plot.
-    WritePlot(config_.plot_path, {{"train", {}, plot_loss_}},
-              {{"train", {}, plot_train_acc_}, {"test", {}, plot_test_acc_}},
-              "Fashion-MNIST " + model_->Describe() + ", " +
-                  std::to_string(worker_.size) + " worker(s)");
-  }
+  report_->Epoch(stats, optimizer_->steps(), optimizer_->lr());
   std::lock_guard<std::mutex> lock(shared_.mutex);
   shared_.result.epochs.push_back(stats);
 }
 
-// Accuracy of this rank's shard of the test set, summed over workers.
-double WorkerRun::Evaluate() {
+// Accuracy and mean loss over the test set: each rank evaluates its shard,
+// the sums are summed over workers.
+WorkerRun::TestFigures WorkerRun::Evaluate() {
   model_->SetTraining(false);
   const ShardRange shard = Shard(data_.test.size(), worker_.rank, worker_.size);
   const int64_t chunk = 2000;
   Tensor correct = Tensor::Zeros({1}, worker_.device);
+  Tensor loss = Tensor::Zeros({1}, worker_.device);
   Tensor count = Tensor::Empty({1}, worker_.device);
   for (int64_t begin = shard.begin; begin < shard.end; begin += chunk) {
     const int64_t end = std::min(shard.end, begin + chunk);
     Tensor x = data_.test.images.Slice(begin, end).To(worker_.device);
     Tensor y = data_.test.labels.Slice(begin, end).To(worker_.device);
-    ops::CountCorrect(model_->Forward(x), y, count);
+    Tensor logits = model_->Forward(x);
+    ops::CountCorrect(logits, y, count);
     ops::Axpy(1.f, count, correct);
+    // Divided by the whole test set: the chunks' and ranks' sum is the mean.
+    ops::Axpy(1.f, test_loss_.Forward(logits, y, data_.test.size()), loss);
   }
-  float total = correct.Item();
-  worker_.comm.AllReduce(&total, 1, ReduceOp::kSum)->Wait();
+  float sums[2] = {correct.Item(), loss.Item()};
+  worker_.comm.AllReduce(sums, 2, ReduceOp::kSum)->Wait();
   model_->SetTraining(true);
-  return total / static_cast<double>(data_.test.size());
+  return {sums[0] / static_cast<double>(data_.test.size()), sums[1]};
 }
 
 void WorkerRun::Finish(bool stopped) {
   // A run resumed at its end trains no epoch: report the restored model's
   // test accuracy rather than none (collective: every worker evaluates).
   if (start_epoch_ >= config_.epochs) {
-    const double accuracy = Evaluate();
+    const double accuracy = Evaluate().accuracy;
     if (root_) {
       std::lock_guard<std::mutex> lock(shared_.mutex);
       shared_.result.test_accuracy = accuracy;
@@ -463,7 +455,12 @@ void WorkerRun::Finish(bool stopped) {
 }
 
 void WorkerRun::Run() {
-  if (config_.resume) Resume();
+  const bool resumed = config_.resume && Resume();
+  if (root_) {
+    // The epoch in progress at the checkpoint counts the epochs finished.
+    report_.emplace(config_, Title(),
+                    resumed ? std::optional<int>(start_epoch_) : std::nullopt);
+  }
   LogSetup();
   bool stopped = false;
   for (int epoch = start_epoch_; epoch < config_.epochs && !stopped; ++epoch) {
@@ -475,17 +472,29 @@ void WorkerRun::Run() {
 }  // namespace
 
 TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log) {
-  Validate(config);
+  CheckConfig(config);
   const Datasets data = LoadData(config);
+  CheckResumable(config, data.train.size());
   SharedResult shared;
   const auto start = Clock::now();
   // One trace for all workers of this process (threads mode); under mpirun
-  // each rank writes its own file (path.rankR).
+  // rank 0 writes its own steps.
   std::unique_ptr<ChromeTrace> trace;
   if (!config.trace_path.empty()) trace = std::make_unique<ChromeTrace>();
+  // A lone worker's error is the run's, as it is: "worker 0 failed: " would
+  // add nothing, and a UsageError must stay one (the command line exits 2).
+  const bool lone = config.launch.mode == LaunchMode::kThreads &&
+                    config.launch.workers.value_or(1) == 1;
+  std::exception_ptr lone_error;
   Launch(config.launch, [&](Worker& worker) {
-    WorkerRun(config, data, worker, log, trace.get(), shared).Run();
+    try {
+      WorkerRun(config, data, worker, log, trace.get(), shared).Run();
+    } catch (...) {
+      if (!lone) throw;
+      lone_error = std::current_exception();
+    }
   });
+  if (lone_error) std::rethrow_exception(lone_error);
   TrainResult& result = shared.result;
   result.seconds = Seconds(start);
   if (trace) {

@@ -15,11 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "layers/optimizer.h"
 #include "layers/precision.h"
 #include "parallel/launcher.h"
 
 namespace tandem {
+
+// A configuration the user has to change: a flag out of range, flags that
+// contradict each other, a device or data directory that is not there, a
+// checkpoint saved by another run. The message names the flag and says what
+// to do, with no source location (it is not a bug); the command line exits
+// with status 2 for it.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct TrainConfig {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
@@ -46,8 +57,11 @@ struct TrainConfig {
   // skip_nonfinite such steps are skipped instead (this reads the loss every
   // step, which on a GPU costs a synchronisation per step).
   bool skip_nonfinite = false;
-  std::string metrics_path;      // --metrics: JSON Lines per epoch
-  std::string plot_path;         // --plot: SVG of loss and accuracy curves
+  // --metrics: JSON Lines per epoch, appended to when the run resumes.
+  std::string metrics_path;
+  // --plot: SVG of the loss and accuracy curves, redrawn every epoch. A
+  // resumed run plots the epochs before the checkpoint from --metrics.
+  std::string plot_path;
   std::string trace_path;        // --trace: Chrome trace of a few steps
   int trace_steps = 5;           // steps traced, from the second step on
   // Checkpoints: rank 0 saves checkpoint_dir/checkpoint.tnd every
@@ -63,6 +77,7 @@ struct EpochStats {
   int epoch;
   double loss;
   double train_accuracy;
+  double test_loss;
   double test_accuracy;
   double samples_per_second;
   double comm_wait_seconds;      // time backward waited for all-reduce
@@ -77,11 +92,16 @@ struct TrainResult {
   bool is_root = true;            // false on MPI ranks other than 0
 };
 
-// Validates the configuration (errors name the flag), loads the data and
-// trains; progress goes to `log` from rank 0 only.
+// Validates the configuration (throwing UsageError, which names the flag),
+// loads the data and trains; progress goes to `log` from rank 0 only: a
+// live line on an interactive terminal of a single process, else one line
+// per epoch. A lone worker's error (threads mode, one worker) is thrown as
+// it is; with several, as the launcher reports it ("worker <rank> failed:
+// ...", parallel/launcher.h).
 TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log);
 
-// Parses "512,256" (the --hidden flag); "" means no hidden layer.
+// Parses "512,256" (the --hidden flag); "" means no hidden layer. Throws
+// UsageError for anything else.
 std::vector<int64_t> ParseSizes(const std::string& text);
 
 }  // namespace tandem

@@ -1,47 +1,129 @@
 #!/bin/bash
 # Runs the example binary as a user would: a short run must end with
-# `test_accuracy=0.xxxx`, and bad flags must fail naming the flag.
+# `test_accuracy=0.xxxx`; repeated flags take the last value; the progress
+# output suits where it goes; --resume continues the metrics and the plot;
+# --help, --version and usage errors (exit 2, no source location) read right.
+# The MPI side is tests/examples/fashion_mnist_mpi_cli_test.sh.
 set -u
 bin=$1
+dir=${TEST_TMPDIR:-$(mktemp -d)}
 fail() { echo "FAIL: $*"; exit 1; }
+small=(--max_train=2000 --max_test=500 --hidden=32)
 
-out=$("$bin" --epochs=1 --max_train=2000 --max_test=500 --hidden=32 --workers=2 2>&1) \
-  || fail "short run exited non-zero: $out"
+out=$("$bin" --epochs=1 "${small[@]}" --workers=2 2>&1) || fail "short run exited non-zero: $out"
 echo "$out"
 last=$(echo "$out" | tail -n 1)
 [[ $last =~ ^test_accuracy=0\.[0-9]{4}$ ]] || fail "last line is '$last'"
 
-# --metrics, --plot and --trace write their files.
-dir=${TEST_TMPDIR:-$(mktemp -d)}
-"$bin" --epochs=2 --max_train=1000 --max_test=200 --hidden=16 --workers=2 --quiet \
+# Into a pipe: plain lines, one per epoch; no carriage returns or escapes.
+[[ $out != *$'\r'* && $out != *$'\e'* ]] || fail "live-line characters in piped output"
+[ "$(grep -c '^epoch ' <<<"$out")" = 1 ] || fail "not one line per epoch: $out"
+
+# The last copy of a flag wins: tools/train.sh passes --mode=threads
+# --workers=2, then the user's flags.
+out=$("$bin" --mode=threads --workers=2 --epochs=1 --max_train=500 --max_test=100 --hidden=8 \
+  --workers=3 --mode=mpi --mode=threads 2>&1) || fail "repeated flags: $out"
+grep -q "3 worker(s), mode threads" <<<"$out" || fail "repeated flags: $out"
+echo "ok: the last copy of a repeated flag wins"
+
+# On a terminal the live line shows a loss from the first step on, never
+# "nan". `script` gives the run a pseudo-terminal.
+if script -qec true /dev/null >/dev/null 2>&1; then
+  out=$(TERM=xterm script -qec "'$bin' --epochs=2 ${small[*]} --batch_size=50" /dev/null 2>&1) \
+    || fail "run on a terminal failed: $out"
+  [[ $out == *$'\r'* ]] || fail "no live line on a terminal: $out"
+  [[ $out != *nan* ]] || fail "the live line shows nan: $(tr '\r' '\n' <<<"$out" | grep nan | head -3)"
+  echo "ok: live progress line without nan"
+else
+  echo "SKIP (terminal part only): util-linux 'script' cannot open a pseudo-terminal here"
+fi
+
+# --metrics, --plot and --trace write their files; the plot has test loss
+# too and a title that fits.
+"$bin" --epochs=2 --max_train=500 --max_test=100 --workers=2 --quiet \
   --metrics="$dir/m.jsonl" --plot="$dir/p.svg" --trace="$dir/t.json" --trace_steps=2 \
   >/dev/null 2>&1 || fail "run with --metrics/--plot/--trace failed"
 [ "$(grep -c '"split":"train"' "$dir/m.jsonl")" = 2 ] || fail "metrics: $(cat "$dir/m.jsonl")"
-[ "$(grep -c '"split":"test"' "$dir/m.jsonl")" = 2 ] || fail "metrics lack test lines"
+[ "$(grep -c '"split":"test","precision"' "$dir/m.jsonl")" = 2 ] || fail "metrics lack test lines"
+grep '"split":"test"' "$dir/m.jsonl" | grep -q '"loss":[0-9]' || fail "metrics lack the test loss"
 grep -q '^<svg' "$dir/p.svg" && grep -q '</svg>' "$dir/p.svg" || fail "plot is not an SVG"
+[ "$(grep -c '<g><title>test</title>' "$dir/p.svg")" = 2 ] || fail "plot lacks test loss"
+grep -q 'font-size="18" font-weight="bold"[^>]*>Fashion-MNIST, MLP 784-512-256-10, 2 workers<' \
+  "$dir/p.svg" || fail "plot title: $(grep -o 'font-weight="bold"[^<]*' "$dir/p.svg")"
 for row in '"forward fc1"' '"backward fc2"' '"all-reduce bucket 0"' '"communication"'; do
   grep -q "$row" "$dir/t.json" || fail "trace lacks $row"
 done
 echo "ok: --metrics, --plot and --trace files written"
 
-expect_error() {  # text args...
+# --resume keeps the metrics and plots the whole run: a run stopped in
+# epoch 2 (checkpoint at step 18, 12 steps an epoch), then resumed to 3.
+run=(--epochs=3 --max_train=600 --max_test=100 --hidden=8 --batch_size=50 --quiet
+  --checkpoint_dir="$dir/ck" --metrics="$dir/r.jsonl" --plot="$dir/r.svg")
+"$bin" "${run[@]}" --checkpoint_every=6 --max_steps=18 >/dev/null 2>&1 || fail "run to resume"
+before=$(cat "$dir/r.jsonl")
+[ "$(wc -l <"$dir/r.jsonl")" = 4 ] || fail "metrics before resuming: $before"
+"$bin" "${run[@]}" --resume >/dev/null 2>&1 || fail "resumed run failed"
+[[ $(cat "$dir/r.jsonl") == "$before"* ]] || fail "--resume rewrote the metrics: $(cat "$dir/r.jsonl")"
+[ "$(wc -l <"$dir/r.jsonl")" = 8 ] || fail "metrics after resuming: $(cat "$dir/r.jsonl")"
+markers=$(grep -o '<circle' "$dir/r.svg" | wc -l)
+[ "$markers" = 14 ] || fail "the plot has $markers markers, not 3 epochs x 4 series + 2"
+echo "ok: --resume appends to --metrics and plots epochs 1-3"
+
+# --help: groups, true defaults, every choice; --version.
+help=$("$bin" --help) || fail "--help exited non-zero"
+for group in Data Model Optimisation Parallelism Output Reliability; do
+  grep -qx "$group:" <<<"$help" || fail "--help has no $group group"
+done
+grep -q -- "--workers INT=1 " <<<"$help" || fail "--help: --workers default"
+grep -q -- "--device TEXT:{cpu,cuda,cuda:N,auto}=cpu" <<<"$help" || fail "--help: --device"
+grep -q "default 1" <<<"$help" && fail "--help contradicts itself"
+[ "$("$bin" --version)" = "tandem 0.1.0" ] || fail "--version: $("$bin" --version)"
+echo "ok: --help lists groups; --version"
+
+# Usage errors: exit 2, a message naming the flag, no source location.
+expect_usage_error() {  # text args...
   local text=$1; shift
-  local err
-  err=$("$bin" "$@" 2>&1) && fail "'$*' succeeded"
-  echo "$err" | grep -qF -- "$text" || fail "'$*' printed '$err', not '$text'"
-  echo "ok: $* -> $(echo "$err" | head -n 1)"
+  local err rc
+  err=$("$bin" "$@" 2>&1)
+  rc=$?
+  [ "$rc" = 2 ] || fail "'$*' exited $rc, not 2: $err"
+  grep -qF -- "$text" <<<"$err" || fail "'$*' printed '$err', not '$text'"
+  grep -qE ' at [a-z_/]+\.(cc|h):[0-9]+\]' <<<"$err" && fail "'$*' printed a source location: $err"
+  echo "ok: $* -> $(head -n 1 <<<"$err")"
 }
-expect_error "--mode=bogus" --mode=bogus
-expect_error "--workers=0" --workers=0
-expect_error "--lr" --lr=-1 --epochs=1 --max_train=100 --max_test=100
-expect_error "unknown optimizer 'adagrad' (--optimizer)" --optimizer=adagrad --max_train=100 --max_test=100
-expect_error "--workers cannot be used with --mode=mpi" --mode=mpi --workers=2
-expect_error "--no_such_flag" --no_such_flag
-expect_error "--hidden" --hidden=12,x
-expect_error "--metrics" --metrics=/nonexistent/dir/m.jsonl --max_train=100 --max_test=100
-# A diverging run stops and names the step; --skip_nonfinite skips instead.
-expect_error "the loss is not finite (NaN or Inf) at step" \
-  --optimizer=sgd --lr=1e30 --epochs=1 --max_train=500 --max_test=100 --hidden=16
+expect_usage_error "--mode: bogus not in {threads,mpi}" --mode=bogus
+expect_usage_error "--workers must be at least 1, got 0" --workers=0
+expect_usage_error "--epochs must be at least 1, got 0" --epochs=0
+expect_usage_error "--lr must be a non-negative number" --lr=-1 --epochs=1 --max_train=100 --max_test=100
+expect_usage_error "--optimizer: adagrad not in {sgd,adamw}" --optimizer=adagrad
+expect_usage_error "--activation: swish not in" --activation=swish
+expect_usage_error "--device: gpu is not a device" --device=gpu
+expect_usage_error "--mode=mpi needs the program started by mpirun" --mode=mpi --workers=2
+# As under mpirun -np 2 (the mode is mpi there; the error comes before MPI starts).
+OMPI_COMM_WORLD_SIZE=2 expect_usage_error "--workers cannot be used with --mode=mpi" --workers=2
+expect_usage_error "not expected: --no_such_flag" --no_such_flag
+expect_usage_error "--hidden" --hidden=12,x
+expect_usage_error "--metrics=/nonexistent/dir/m.jsonl: directory /nonexistent/dir does not exist" \
+  --metrics=/nonexistent/dir/m.jsonl
+expect_usage_error "--data_dir=/nonexistent is not a directory" --data_dir=/nonexistent
+# A checkpoint of another run, resumed by one worker: no "worker 0 failed:".
+expect_usage_error "$dir/ck/checkpoint.tnd was saved by another run (--batch_size: 50 there, 60 here)" \
+  "${run[@]}" --resume --batch_size=60
+"$bin" "${run[@]}" --resume --batch_size=60 2>&1 | grep -q "failed:" && fail "prefixed resume error"
+# Without a GPU, --device=cuda says so once.
+if err=$("$bin" --device=cuda --epochs=1 --max_train=100 --max_test=100 2>&1); then
+  echo "SKIP (--device=cuda part only): this machine has a usable GPU"
+else
+  [ "$(grep -o 'CUDA devices' <<<"$err" | wc -l)" -le 1 ] || fail "said twice: $err"
+  expect_usage_error "--device=cuda cannot be used: " --device=cuda
+fi
+
+# A diverging run stops and names the step (a runtime error: exit 1);
+# --skip_nonfinite skips instead.
+err=$("$bin" --optimizer=sgd --lr=1e30 --epochs=1 --max_train=500 --max_test=100 --hidden=16 2>&1)
+rc=$?
+[ "$rc" = 1 ] || fail "diverging run exited $rc: $err"
+grep -qF "the loss is not finite (NaN or Inf) at step" <<<"$err" || fail "diverging run: $err"
 out=$("$bin" --optimizer=sgd --lr=1e30 --epochs=1 --max_train=500 --max_test=100 \
   --hidden=16 --skip_nonfinite 2>&1) || fail "--skip_nonfinite run failed: $out"
 echo "$out" | grep -q "skipped [0-9]* non-finite step" || fail "no skipped steps reported: $out"

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "core/check.h"
@@ -38,6 +40,10 @@ TEST(FashionMnistTrainTest, LearnsOnASubsetWithTwoWorkers) {
   std::cout << "subset test accuracy " << r.test_accuracy << "\n";
   EXPECT_GT(r.test_accuracy, 0.7);
   EXPECT_LT(r.epochs[1].loss, r.epochs[0].loss);
+  // The test loss is measured too: below chance's log(10) and falling.
+  EXPECT_TRUE(std::isfinite(r.epochs[0].test_loss));
+  EXPECT_LT(r.epochs[0].test_loss, std::log(10.0));
+  EXPECT_LT(r.epochs[1].test_loss, r.epochs[0].test_loss);
 }
 
 TEST(FashionMnistTrainTest, WorkerCountDoesNotChangeTheResult) {
@@ -126,6 +132,25 @@ TEST(FashionMnistTrainTest, ResumingAFinishedRunReportsItsAccuracy) {
   EXPECT_DOUBLE_EQ(resumed.test_accuracy, whole.test_accuracy);
 }
 
+// Errors for users name the flag and carry no source location
+// ("[cond at file.cc:12]" is for bugs).
+bool HasSourceLocation(const std::string& message) {
+  return std::regex_search(message, std::regex(R"( at [A-Za-z0-9_/.]+\.(cc|h):[0-9]+\])"));
+}
+
+std::string ErrorOf(TrainConfig c) {
+  try {
+    std::ostringstream log;
+    TrainFashionMnist(c, log);
+  } catch (const UsageError& e) {
+    EXPECT_FALSE(HasSourceLocation(e.what())) << e.what();
+    return e.what();
+  } catch (const Error& e) {
+    return std::string("<not a usage error> ") + e.what();
+  }
+  return "<no error>";
+}
+
 TEST(FashionMnistTrainTest, ResumeRefusesAnotherRunsCheckpoint) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TrainConfig c = Small();
@@ -136,30 +161,50 @@ TEST(FashionMnistTrainTest, ResumeRefusesAnotherRunsCheckpoint) {
   TrainFashionMnist(c, log);
   c.resume = true;
   c.batch_size = 60;
-  try {
-    TrainFashionMnist(c, log);
-    FAIL() << "resumed another run's checkpoint";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("another --seed, --batch_size or training set"),
-              std::string::npos)
-        << e.what();
+  // A usage error, the same for one worker and for several (no
+  // "worker 0 failed:" in front), naming what differs.
+  for (const int workers : {1, 2}) {
+    c.launch.workers = workers;
+    const std::string error = ErrorOf(c);
+    EXPECT_EQ(error.rfind(c.checkpoint_dir + "/checkpoint.tnd was saved by another run "
+                          "(--batch_size: 50 there, 60 here)", 0), 0u)
+        << error;
   }
 }
 
-std::string ErrorOf(TrainConfig c) {
+// An error inside the one worker of a run is the run's error as it is; with
+// several workers the launcher names the worker that failed.
+TEST(FashionMnistTrainTest, ALoneWorkersErrorIsNotPrefixed) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainConfig c = Small();
+  c.max_train = 600;
+  c.epochs = 1;
+  c.checkpoint_dir = std::string(getenv("TEST_TMPDIR")) + "/resume_other_model";
+  std::ostringstream log;
+  TrainFashionMnist(c, log);
+  c.resume = true;
+  c.hidden = {32};  // the checkpoint holds a 64-unit layer
+  std::string lone, two;
   try {
-    std::ostringstream log;
     TrainFashionMnist(c, log);
   } catch (const Error& e) {
-    return e.what();
+    lone = e.what();
   }
-  return "<no error>";
+  c.launch.workers = 2;
+  try {
+    TrainFashionMnist(c, log);
+  } catch (const Error& e) {
+    two = e.what();
+  }
+  EXPECT_NE(lone.find("fc1.weight"), std::string::npos) << lone;
+  EXPECT_EQ(lone.find("failed: "), std::string::npos) << lone;
+  EXPECT_TRUE(std::regex_search(two, std::regex("^worker [01] failed: "))) << two;
 }
 
 TEST(FashionMnistTrainTest, BadConfigurationNamesTheFlag) {
   TrainConfig c = Small();
   c.epochs = 0;
-  EXPECT_NE(ErrorOf(c).find("--epochs"), std::string::npos);
+  EXPECT_EQ(ErrorOf(c), "--epochs must be at least 1, got 0");
   c = Small();
   c.launch.workers = 4;
   c.batch_size = 3;
@@ -172,7 +217,31 @@ TEST(FashionMnistTrainTest, BadConfigurationNamesTheFlag) {
   EXPECT_NE(ErrorOf(c).find("--optimizer"), std::string::npos);
   c = Small();
   c.resume = true;
-  EXPECT_NE(ErrorOf(c).find("--resume needs --checkpoint_dir"), std::string::npos);
+  EXPECT_EQ(ErrorOf(c), "--resume needs --checkpoint_dir");
+  c = Small();
+  c.launch.workers = 0;
+  EXPECT_EQ(ErrorOf(c), "--workers must be at least 1, got 0");
+  c = Small();
+  c.launch.collective_timeout_s = 0;
+  EXPECT_NE(ErrorOf(c).find("--collective_timeout"), std::string::npos);
+  c = Small();
+  c.metrics_path = "/nonexistent/m.jsonl";
+  EXPECT_EQ(ErrorOf(c), "--metrics=/nonexistent/m.jsonl: directory /nonexistent does not "
+                        "exist; create it or choose another path");
+  c = Small();
+  c.launch.device = "tpu";
+  EXPECT_NE(ErrorOf(c).find("--device=tpu is not a device"), std::string::npos);
+}
+
+// Without a GPU, --device=cuda is a usage error that says why once.
+TEST(FashionMnistTrainTest, CudaWithoutAGpuIsAUsageError) {
+  TrainConfig c = Small();
+  c.launch.device = "cuda";
+  const std::string error = ErrorOf(c);
+  if (error == "<no error>") GTEST_SKIP() << "this machine has a usable GPU";
+  EXPECT_EQ(error.rfind("--device=cuda cannot be used: ", 0), 0u) << error;
+  EXPECT_NE(error.find("use --device=cpu, or --device=auto"), std::string::npos) << error;
+  EXPECT_EQ(error.find("no CUDA devices"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -62,5 +62,45 @@ TEST(JsonTest, ObjectPutsNumbersThenStrings) {
   EXPECT_EQ(out, "{}");
 }
 
+TEST(JsonTest, ParseReadsBackWhatAppendWrites) {
+  const NumberFields numbers = {{"step", 100}, {"loss", 0.1 + 0.2}, {"tiny", 1e-300},
+                                {"big", -6.02e23}, {"k\"ey\n", 7}};
+  const StringFields strings = {{"split", "train"},
+                                {"note", std::string("a\"b\\c\n\t\x01 caf\xc3\xa9", 14)}};
+  std::string text;
+  AppendJsonObject(numbers, strings, &text);
+  NumberFields read_numbers;
+  StringFields read_strings;
+  ASSERT_TRUE(ParseJsonObject(text, &read_numbers, &read_strings)) << text;
+  EXPECT_EQ(read_numbers, numbers);  // bit for bit
+  EXPECT_EQ(read_strings, strings);
+}
+
+TEST(JsonTest, ParseTakesNullSpacesAndEscapes) {
+  NumberFields numbers;
+  StringFields strings;
+  ASSERT_TRUE(ParseJsonObject(R"( { "a" : null , "b":-0.5e2, "s":"\u00e9\ud83d\ude00\/" } )",
+                              &numbers, &strings));
+  ASSERT_EQ(numbers.size(), 2u);
+  EXPECT_TRUE(std::isnan(numbers[0].second));
+  EXPECT_EQ(numbers[1].second, -50);
+  ASSERT_EQ(strings.size(), 1u);
+  EXPECT_EQ(strings[0].second, "\xc3\xa9\xf0\x9f\x98\x80/");
+  EXPECT_TRUE(ParseJsonObject("{}", &numbers, &strings));
+  EXPECT_TRUE(numbers.empty() && strings.empty());
+}
+
+TEST(JsonTest, ParseRejectsWhatIsNotAFlatObject) {
+  NumberFields numbers;
+  StringFields strings;
+  for (const char* bad : {"", "[]", "{", R"({"a":1)", R"({"a":1,})", R"({"a":{}})",
+                          R"({"a":[1]})", R"({"a":true})", R"({"a":01})", R"({"a":.5})",
+                          R"({"a":1.})", R"({"a":inf})", R"({"a":nan})", R"({"a":"x)",
+                          R"({"a":"\q"})", "{\"a\":\"\x01\"}", R"({"a":1} x)",
+                          R"({"a":"\udc00"})", R"({a:1})"}) {
+    EXPECT_FALSE(ParseJsonObject(bad, &numbers, &strings)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace tandem

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -148,6 +149,51 @@ TEST(MetricsLogTest, OpeningTruncatesAnOldLog) {
   const std::vector<std::string> lines = Lines(path);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0], R"({"new":2})");
+}
+
+// A resumed run continues its log (--resume with --metrics).
+TEST(MetricsLogTest, AppendModeKeepsTheOldLines) {
+  const std::string path = TempPath("metrics_append.jsonl");
+  { MetricsLog(path).Write({{"epoch", 1}}); }
+  { MetricsLog(path, "--metrics", MetricsLog::OpenMode::kAppend).Write({{"epoch", 2}}); }
+  EXPECT_EQ(Lines(path), (std::vector<std::string>{R"({"epoch":1})", R"({"epoch":2})"}));
+  // Appending creates a log that is not there.
+  const std::string fresh = TempPath("metrics_append_fresh.jsonl");
+  std::remove(fresh.c_str());
+  { MetricsLog(fresh, "--metrics", MetricsLog::OpenMode::kAppend).Write({{"epoch", 1}}); }
+  EXPECT_EQ(Lines(fresh), std::vector<std::string>{R"({"epoch":1})"});
+}
+
+TEST(MetricsLogTest, AppendAfterATornLineStartsANewLine) {
+  const std::string path = TempPath("metrics_torn.jsonl");
+  { std::ofstream(path) << "{\"epoch\":1}\n{\"epo"; }  // killed mid-line
+  { MetricsLog(path, "--metrics", MetricsLog::OpenMode::kAppend).Write({{"epoch", 2}}); }
+  EXPECT_EQ(Lines(path),
+            (std::vector<std::string>{R"({"epoch":1})", R"({"epo)", R"({"epoch":2})"}));
+  // Reading back skips the torn line.
+  const std::vector<MetricsRow> rows = ReadMetricsLog(path);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].Number("epoch"), 1);
+  EXPECT_EQ(rows[1].Number("epoch"), 2);
+}
+
+TEST(MetricsLogTest, ReadBackGivesWhatWasWritten) {
+  const std::string path = TempPath("metrics_read.jsonl");
+  {
+    MetricsLog log(path);
+    log.Write({{"epoch", 1}, {"loss", 0.53}, {"accuracy", 1.0 / 3}}, {{"split", "train"}});
+    log.Write({{"epoch", 1}, {"loss", std::nan("")}}, {{"split", "te\"st\n"}});
+  }
+  const std::vector<MetricsRow> rows = ReadMetricsLog(path);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].Number("loss"), 0.53);
+  EXPECT_EQ(rows[0].Number("accuracy"), 1.0 / 3);  // exactly
+  EXPECT_EQ(rows[0].String("split"), "train");
+  EXPECT_TRUE(std::isnan(rows[1].Number("loss")));   // null
+  EXPECT_TRUE(std::isnan(rows[1].Number("absent")));
+  EXPECT_EQ(rows[1].String("split"), "te\"st\n");
+  EXPECT_EQ(rows[1].String("absent"), "");
+  EXPECT_TRUE(ReadMetricsLog(TempPath("no_such_metrics.jsonl")).empty());
 }
 
 }  // namespace

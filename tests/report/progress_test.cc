@@ -1,9 +1,13 @@
 #include "report/progress.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
 
 #include "core/check.h"
@@ -218,7 +222,67 @@ TEST(ProgressBarTest, RejectsNegativeTotal) {
 TEST(IsTerminalTest, StringStreamsAreNotTerminals) {
   std::ostringstream out;
   EXPECT_FALSE(IsTerminal(out));
+  EXPECT_FALSE(IsInteractive(out));
   EXPECT_EQ(TerminalColumns(out), 0);
+}
+
+// Puts a pseudo-terminal on stdout for the test's lifetime, as mpirun does
+// for each rank, and sets or clears one environment variable.
+class PtyOnStdout {
+ public:
+  PtyOnStdout() {
+    std::cout.flush();
+    master_ = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master_ < 0 || grantpt(master_) != 0 || unlockpt(master_) != 0) return;
+    const int slave = open(ptsname(master_), O_RDWR | O_NOCTTY);
+    if (slave < 0) return;
+    saved_ = dup(STDOUT_FILENO);
+    dup2(slave, STDOUT_FILENO);
+    close(slave);
+  }
+  ~PtyOnStdout() {
+    if (saved_ >= 0) {
+      dup2(saved_, STDOUT_FILENO);
+      close(saved_);
+    }
+    if (master_ >= 0) close(master_);
+  }
+  bool ok() const { return saved_ >= 0; }
+
+ private:
+  int master_ = -1;
+  int saved_ = -1;
+};
+
+void SetEnv(const char* name, const char* value) {
+  if (value == nullptr) {
+    unsetenv(name);
+  } else {
+    setenv(name, value, 1);
+  }
+}
+
+// A terminal is interactive only for a process that is alone: under mpirun
+// every rank has a pseudo-terminal, and a live line would fill the job's log.
+TEST(IsInteractiveTest, ATerminalOfOneProcessOnly) {
+  PtyOnStdout pty;
+  if (!pty.ok()) GTEST_SKIP() << "no pseudo-terminal here (posix_openpt failed)";
+  SetEnv("TERM", "xterm");
+  SetEnv("PMI_SIZE", nullptr);
+  SetEnv("OMPI_COMM_WORLD_SIZE", nullptr);
+  EXPECT_TRUE(IsTerminal(std::cout));
+  EXPECT_TRUE(IsInteractive(std::cout));
+  SetEnv("OMPI_COMM_WORLD_SIZE", "1");  // mpirun -np 1: still one process
+  EXPECT_TRUE(IsInteractive(std::cout));
+  SetEnv("OMPI_COMM_WORLD_SIZE", "2");
+  EXPECT_TRUE(IsTerminal(std::cout));
+  EXPECT_FALSE(IsInteractive(std::cout));
+  SetEnv("OMPI_COMM_WORLD_SIZE", nullptr);
+  SetEnv("PMI_SIZE", "4");  // MPICH, Slurm
+  EXPECT_FALSE(IsInteractive(std::cout));
+  SetEnv("PMI_SIZE", nullptr);
+  SetEnv("TERM", "dumb");
+  EXPECT_FALSE(IsInteractive(std::cout));
 }
 
 }  // namespace

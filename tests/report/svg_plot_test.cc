@@ -274,6 +274,59 @@ TEST(SvgPlotTest, WritePlotWritesTheDocumentOrNamesTheFlag) {
   }
 }
 
+// The title's <text>: the bold one.
+const XmlElement* TitleText(const XmlElement& root) {
+  for (const XmlElement* t : root.FindAll("text")) {
+    const std::string* weight = t->Attribute("font-weight");
+    if (weight != nullptr && *weight == "bold") return t;
+  }
+  return nullptr;
+}
+
+TEST(SvgPlotTest, TitleFitsThePlotWidth) {
+  // A default run's title keeps the full 18 px.
+  const std::string short_title = "Fashion-MNIST, MLP 784-512-256-10, 2 workers";
+  TitleLayout fit = FitTitle(short_title, 960);
+  EXPECT_EQ(fit.text, short_title);
+  EXPECT_EQ(fit.font_size, 18);
+  EXPECT_LE(fit.estimated_width, 960 - 24);
+  // What the plot used to show: the model's whole description, 150
+  // characters. It shrinks, then is cut, and always fits.
+  const std::string long_title =
+      "Fashion-MNIST mlp (Sequential: fc1 (Linear 784\u2192512, relu), fc2 (Linear "
+      "512\u2192256, relu), fc3 (Linear 256\u219210)), 2 worker(s), precision fp32, run 7";
+  for (const int width : {960, 640, 300}) {
+    fit = FitTitle(long_title, width);
+    EXPECT_LE(fit.estimated_width, width - 24) << width;
+    EXPECT_GE(fit.font_size, 12);
+    EXPECT_LE(fit.font_size, 18);
+  }
+  fit = FitTitle(long_title, 640);
+  EXPECT_EQ(fit.font_size, 12);
+  ASSERT_GE(fit.text.size(), 3u);
+  EXPECT_EQ(fit.text.substr(fit.text.size() - 3), "\u2026");
+  EXPECT_EQ(long_title.rfind(fit.text.substr(0, fit.text.size() - 3), 0), 0u);  // a prefix
+  // Medium titles shrink without losing a character.
+  const std::string medium(90, 'x');
+  fit = FitTitle(medium, 960);
+  EXPECT_EQ(fit.text, medium);
+  EXPECT_LT(fit.font_size, 18);
+}
+
+TEST(SvgPlotTest, DrawnTitleIsTheFittedOneAndTheWholeTitleStaysInTitle) {
+  const std::string title(200, 'y');
+  PlotOptions options;
+  options.width = 640;
+  const XmlElement root =
+      Parse(RenderTrainingCurves(TwelveEpochs(0.6, 0.2), TwelveEpochs(0.8, 0.05), title, options));
+  const XmlElement* drawn = TitleText(root);
+  ASSERT_NE(drawn, nullptr);
+  const TitleLayout fit = FitTitle(title, 640);
+  EXPECT_EQ(drawn->text, fit.text);
+  EXPECT_EQ(*drawn->Attribute("font-size"), std::to_string(fit.font_size));
+  EXPECT_EQ(root.FindAll("title").at(0)->text, title);
+}
+
 TEST(NiceScaleTest, EpochsGetWholeTicksInsideAMargin) {
   const AxisScale s = NiceScale(1, 12, 7, /*integer=*/true);
   EXPECT_LT(s.lo, 1);

@@ -1,0 +1,43 @@
+// What TrainFashionMnist checks before it trains, so that a mistake costs
+// the user a second, not a run: every flag's range, flags that contradict
+// each other, the data directory, the directories of the output files, the
+// device, and that the checkpoint --resume would continue is this run's.
+// Each failure is a UsageError naming the flag and saying what to do.
+//
+//   CheckConfig(config);                       // before loading anything
+//   const Datasets data = LoadData(config);
+//   CheckResumable(config, data.train.size()); // before any worker starts
+#ifndef TANDEM_EXAMPLES_FASHION_MNIST_CONFIG_CHECK_H_
+#define TANDEM_EXAMPLES_FASHION_MNIST_CONFIG_CHECK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "examples/fashion_mnist/train.h"
+#include "io/checkpoint.h"
+
+namespace tandem {
+
+// Throws UsageError for the first problem found.
+void CheckConfig(const TrainConfig& config);
+
+// What a checkpoint must match to be resumed by a configuration: the data
+// order and the meaning of its position depend on them. Saved under
+// kRunKey in CheckpointState::extra_u64.
+inline constexpr char kRunKey[] = "run.seed_batch_examples";
+std::vector<uint64_t> RunKey(const TrainConfig& config, int64_t train_examples);
+
+// Throws UsageError unless `state` (read from `config.checkpoint_dir`) was
+// saved by a run whose RunKey is `key`, naming what differs.
+void CheckRunKey(const CheckpointState& state, const std::vector<uint64_t>& key,
+                 const TrainConfig& config);
+
+// With --resume: the checkpoint in --checkpoint_dir, if there is one, must be
+// this run's (CheckRunKey). Read once here, before the workers start, so that
+// every worker count and mode fails the same way.
+void CheckResumable(const TrainConfig& config, int64_t train_examples);
+
+}  // namespace tandem
+
+#endif  // TANDEM_EXAMPLES_FASHION_MNIST_CONFIG_CHECK_H_
