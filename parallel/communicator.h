@@ -117,6 +117,10 @@ class Communicator {
   virtual int rank() const = 0;
   // The number of ranks.
   virtual int size() const = 0;
+  // Whether every rank runs on this rank's node (threads of one process
+  // always do; MPI ranks when the job has one node). Transports tuned for
+  // one node (NCCL's symmetric memory) are used only then.
+  virtual bool single_node() const { return true; }
 
   // In place: afterwards data[0, count) holds the element-wise sum (or
   // average) over all ranks, identical on every rank.

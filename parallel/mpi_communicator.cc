@@ -144,7 +144,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base) {
   MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
   MPI_CHECK(MPI_Comm_rank(comm_.get(), &rank_));
   MPI_CHECK(MPI_Comm_size(comm_.get(), &size_));
-  local_rank_ = LocalRank(comm_.get());
+  const NodePlace place = PlaceOnNode(comm_.get());
+  local_rank_ = place.local_rank;
+  local_size_ = place.local_size;
   char host[MPI_MAX_PROCESSOR_NAME] = "?";
   int length = 0;
   MPI_Get_processor_name(host, &length);
@@ -288,16 +290,19 @@ void MpiCommunicator::Abort(const std::string& reason) {
   std::_Exit(1);
 }
 
-int LocalRank(MPI_Comm comm) {
+NodePlace PlaceOnNode(MPI_Comm comm) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   internal::OwnedMpiComm node;
   // Key = world rank keeps the node-local order the same as the global one.
   MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
                                 node.out()));
-  int local_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(node.get(), &local_rank));
-  return local_rank;
+  NodePlace place;
+  MPI_CHECK(MPI_Comm_rank(node.get(), &place.local_rank));
+  MPI_CHECK(MPI_Comm_size(node.get(), &place.local_size));
+  return place;
 }
+
+int LocalRank(MPI_Comm comm) { return PlaceOnNode(comm).local_rank; }
 
 }  // namespace tandem

@@ -119,6 +119,9 @@ class MpiCommunicator final : public Communicator {
 
   // This rank's index among the ranks on its node (see LocalRank).
   int local_rank() const { return local_rank_; }
+  // The number of ranks on this rank's node.
+  int local_size() const { return local_size_; }
+  bool single_node() const override { return local_size_ == size_; }
   MPI_Comm comm() const { return comm_.get(); }
 
   // MPI counts are ints, so a collective of more elements than this is split
@@ -160,6 +163,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;
+  int local_size_ = 1;
   std::string description_;
   std::atomic<int64_t> max_elements_per_call_{INT_MAX};
   // A bfloat16 all-reduce's elements as float32; only the progress thread
@@ -170,9 +174,15 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CollectiveQueue> queue_;
 };
 
-// The rank of this process among those of `comm` that share its node
-// (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED): 0..k-1 on each node, the
-// index of the GPU to use. Collective over `comm`.
+// Where this process sits among those of `comm` that share its node
+// (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED): its rank there, 0..k-1
+// on each node (the index of the GPU to use), and k. Collective over `comm`.
+struct NodePlace {
+  int local_rank = 0;
+  int local_size = 1;
+};
+NodePlace PlaceOnNode(MPI_Comm comm = MPI_COMM_WORLD);
+// PlaceOnNode(comm).local_rank.
 int LocalRank(MPI_Comm comm = MPI_COMM_WORLD);
 
 }  // namespace tandem

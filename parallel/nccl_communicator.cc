@@ -72,13 +72,6 @@ ncclResult_t Enqueue(const Collective& c, float* scratch, ncclComm_t comm, cudaS
   throw Error(std::string("NcclCommunicator cannot run a collective of kind '") + c.kind + "'");
 }
 
-bool SymmetricMemoryWanted(int size) {
-  int version = 0;
-  if (ncclGetVersion(&version) != ncclSuccess) return false;
-  const char* setting = std::getenv("TANDEM_NCCL_SYMMETRIC");
-  return version >= 22700 && size > 1 && !(setting != nullptr && std::string(setting) == "0");
-}
-
 std::string Description(int rank, int size, int device) {
   return "NcclCommunicator(rank " + std::to_string(rank) + " of " + std::to_string(size) +
          ", cuda:" + std::to_string(device) + ", NCCL " + NcclVersionText() + ")";
@@ -86,12 +79,14 @@ std::string Description(int rank, int size, int device) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(NcclComm comm, int rank, int size, int device)
+NcclCommunicator::NcclCommunicator(NcclComm comm, int rank, int size, int device,
+                                   bool single_node)
     : rank_(rank),
       size_(size),
       device_(device),
+      single_node_(single_node),
       description_(Description(rank, size, device)),
-      symmetric_memory_(SymmetricMemoryWanted(size)),
+      symmetric_memory_(CurrentNcclTuning(size, single_node).symmetric_memory),
       state_(std::make_shared<NcclCommState>(std::move(comm), description_)) {
   TANDEM_CHECK(rank >= 0 && rank < size) << description_ << ": rank " << rank
                                           << " is not in [0, " << size << ")";
@@ -119,8 +114,13 @@ NcclCommunicator::~NcclCommunicator() {
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(Communicator& host, int device) {
   const ncclUniqueId id = BroadcastNcclUniqueId(host);
-  NcclComm comm = NcclComm::InitRank(host.size(), id, host.rank(), device, host.Describe());
-  return std::make_unique<NcclCommunicator>(std::move(comm), host.rank(), host.size(), device);
+  // See Note [NCCL tuning] in nccl_handle.h.
+  const bool single_node = host.single_node();
+  NcclComm comm = NcclComm::InitRank(host.size(), id, host.rank(), device,
+                                     CurrentNcclTuning(host.size(), single_node),
+                                     host.Describe());
+  return std::make_unique<NcclCommunicator>(std::move(comm), host.rank(), host.size(), device,
+                                            single_node);
 }
 
 void NcclCommunicator::Abort(const std::string& reason) { state_->Abort(reason); }

@@ -34,10 +34,9 @@
 // round once); sums that are exact in bfloat16 stay exact.
 //
 // NVLS (NVLink SHARP multicast) is left to NCCL's environment: nothing here
-// sets or clears NCCL_NVLS_ENABLE. Two NCCL settings are ours (Note
-// [Symmetric memory] in nccl_reduce_buffer.cc): kMinCtas to kMaxCtas CTAs
-// per collective (unless NCCL_MIN_CTAS or NCCL_MAX_CTAS is set), and reduce
-// buffers in symmetric memory (unless TANDEM_NCCL_SYMMETRIC=0).
+// sets or clears NCCL_NVLS_ENABLE. Two NCCL settings are ours, on one node
+// only (Note [NCCL tuning] in nccl_handle.h): kMinCtas to kMaxCtas CTAs per
+// collective, and reduce buffers in symmetric memory.
 #ifndef TANDEM_PARALLEL_NCCL_COMMUNICATOR_H_
 #define TANDEM_PARALLEL_NCCL_COMMUNICATOR_H_
 
@@ -71,8 +70,9 @@ class NcclCommunicator final : public Communicator {
   static std::unique_ptr<NcclCommunicator> Create(Communicator& host, int device);
 
   // Rank `rank` of `size` on GPU `device`, owning `comm` (made for exactly
-  // that; see NcclComm::InitRank and InitGroup).
-  NcclCommunicator(NcclComm comm, int rank, int size, int device);
+  // that; see NcclComm::InitRank and InitGroup), its ranks all on one node
+  // or not (Note [NCCL tuning] in nccl_handle.h).
+  NcclCommunicator(NcclComm comm, int rank, int size, int device, bool single_node = true);
   // Waits for the work queued on the communication lane, then releases the
   // communicator (ncclCommDestroy; nothing more after Abort, whose
   // ncclCommAbort released it). Work and reduce buffers may outlive it.
@@ -107,6 +107,7 @@ class NcclCommunicator final : public Communicator {
   using Communicator::NewReduceBuffer;
   // NCCL 2.27 or newer, 2+ ranks, and TANDEM_NCCL_SYMMETRIC is not "0".
   bool symmetric_memory() const { return symmetric_memory_; }
+  bool single_node() const override { return single_node_; }
 
   // The GPU of this rank.
   int device() const { return device_; }
@@ -133,6 +134,7 @@ class NcclCommunicator final : public Communicator {
   const int rank_;
   const int size_;
   const int device_;
+  const bool single_node_;
   const std::string description_;
   bool symmetric_memory_ = false;
   // Shared with every Work and reduce buffer handed out.

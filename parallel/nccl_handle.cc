@@ -33,13 +33,36 @@ void CheckOneGpuPerRank(const std::vector<int>& devices) {
 
 }  // namespace
 
-ncclConfig_t NcclCommConfig() {
+NcclTuning NcclTuningFor(int version, int size, bool single_node) {
+  NcclTuning tuning;
+  if (!single_node) return tuning;
+  const bool ctas_set = std::getenv("NCCL_MIN_CTAS") != nullptr ||
+                        std::getenv("NCCL_MAX_CTAS") != nullptr;
+  tuning.cta_bounds = kNcclHasCtaBounds && version >= 21700 && !ctas_set;
+  const char* symmetric = std::getenv("TANDEM_NCCL_SYMMETRIC");
+  const bool symmetric_off = symmetric != nullptr && std::string(symmetric) == "0";
+  tuning.symmetric_memory = kNcclHasSymmetricMemory && version >= 22700 && size > 1 &&
+                            !symmetric_off;
+  return tuning;
+}
+
+NcclTuning CurrentNcclTuning(int size, bool single_node) {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) version = 0;
+  return NcclTuningFor(version, size, single_node);
+}
+
+ncclConfig_t NcclCommConfig(const NcclTuning& tuning) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
-  if (std::getenv("NCCL_MIN_CTAS") == nullptr && std::getenv("NCCL_MAX_CTAS") == nullptr) {
+#if TANDEM_NCCL_HAS_CTA_BOUNDS
+  if (tuning.cta_bounds) {
     config.minCTAs = kNcclMinCtas;
     config.maxCTAs = kNcclMaxCtas;
   }
+#else
+  (void)tuning;
+#endif
   return config;
 }
 
@@ -82,9 +105,9 @@ void NcclComm::Abort() {
 }
 
 NcclComm NcclComm::InitRank(int size, const ncclUniqueId& id, int rank, int device,
-                            const std::string& context) {
+                            const NcclTuning& tuning, const std::string& context) {
   cuda::DeviceGuard guard(device);
-  ncclConfig_t config = NcclCommConfig();
+  ncclConfig_t config = NcclCommConfig(tuning);
   ncclComm_t comm = nullptr;
   // NCCL_CHECK throws at the end of its statement, after `made` holds the
   // handle of a partly made communicator, which it then aborts.
@@ -106,7 +129,8 @@ std::vector<NcclComm> NcclComm::InitGroup(const std::vector<int>& devices) {
   ncclResult_t created = ncclGroupStart();
   for (int r = 0; r < n && created == ncclSuccess; ++r) {
     cuda::DeviceGuard guard(devices[r]);
-    ncclConfig_t config = NcclCommConfig();
+    // Threads of one process: one node.
+    ncclConfig_t config = NcclCommConfig(CurrentNcclTuning(n, /*single_node=*/true));
     created = ncclCommInitRankConfig(&raw[r], n, id, r, &config);
   }
   const ncclResult_t ended = ncclGroupEnd();

@@ -7,14 +7,13 @@
 //   // One rank per process: rank 0 makes the id, the host communicator
 //   // carries it to every rank.
 //   const ncclUniqueId id = BroadcastNcclUniqueId(host);
-//   NcclComm comm = NcclComm::InitRank(host.size(), id, host.rank(), /*device=*/0);
+//   NcclComm comm = NcclComm::InitRank(host.size(), id, host.rank(), /*device=*/0,
+//       CurrentNcclTuning(host.size(), host.single_node()), host.Describe());
 //   NCCL_CHECK(ncclAllReduce(p, p, n, ncclFloat, ncclSum, comm.get(), stream));
 //   comm.Destroy();   // the normal end; dropping it instead aborts it
 //
-// Every communicator made here is blocking and runs each collective on
-// kNcclMinCtas to kNcclMaxCtas CTAs (NcclCommConfig), unless NCCL_MIN_CTAS
-// or NCCL_MAX_CTAS is set in the environment. See Note [Symmetric memory]
-// in nccl_reduce_buffer.cc for why these bounds.
+// Every communicator made here is blocking; on one node it runs each
+// collective on kNcclMinCtas to kNcclMaxCtas CTAs (Note [NCCL tuning]).
 #ifndef TANDEM_PARALLEL_NCCL_HANDLE_H_
 #define TANDEM_PARALLEL_NCCL_HANDLE_H_
 
@@ -34,9 +33,43 @@ constexpr int kNcclMinCtas = 16;
 // ncclConfig_t::maxCTAs: NCCL's own default on Hopper (NCCL_MAX_CTAS).
 constexpr int kNcclMaxCtas = 32;
 
-// Blocking, and kNcclMinCtas..kNcclMaxCtas CTAs unless the environment sets
-// either bound (NCCL refuses a config that sets one without the other).
-ncclConfig_t NcclCommConfig();
+// What the NCCL headers this is built against offer (Note [NCCL tuning]).
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 17, 0)
+#define TANDEM_NCCL_HAS_CTA_BOUNDS 1
+#else
+#define TANDEM_NCCL_HAS_CTA_BOUNDS 0
+#endif
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#define TANDEM_NCCL_HAS_SYMMETRIC_MEMORY 1
+#else
+#define TANDEM_NCCL_HAS_SYMMETRIC_MEMORY 0
+#endif
+constexpr bool kNcclHasCtaBounds = TANDEM_NCCL_HAS_CTA_BOUNDS != 0;
+constexpr bool kNcclHasSymmetricMemory = TANDEM_NCCL_HAS_SYMMETRIC_MEMORY != 0;
+
+// Note [NCCL tuning]
+// Two NCCL settings are Tandem's (Note [Symmetric memory] in
+// nccl_reduce_buffer.cc): kNcclMinCtas..kNcclMaxCtas CTAs per collective,
+// and reduce buffers in symmetric memory. Both are tuned for GPUs of one
+// node (NCCL documents its symmetric kernels as single-node), so a
+// communicator spanning nodes gets neither, and each needs an NCCL that has
+// it: the CTA bounds came with NCCL 2.17, symmetric memory with 2.27 (built
+// against and loaded at run time). The environment has the last word:
+// NCCL_MIN_CTAS or NCCL_MAX_CTAS leave the bounds to NCCL,
+// TANDEM_NCCL_SYMMETRIC=0 turns symmetric memory off.
+struct NcclTuning {
+  bool cta_bounds = false;
+  bool symmetric_memory = false;
+};
+// The tuning for `size` ranks, all on one node or not, with NCCL `version`
+// (ncclGetVersion's code) loaded, in this environment.
+NcclTuning NcclTuningFor(int version, int size, bool single_node);
+// NcclTuningFor with the NCCL loaded now.
+NcclTuning CurrentNcclTuning(int size, bool single_node);
+
+// Blocking, with the CTA bounds when `tuning` has them (NCCL refuses a
+// config that sets one bound without the other).
+ncclConfig_t NcclCommConfig(const NcclTuning& tuning);
 
 // "2.28.9": the version of the NCCL library loaded at run time.
 std::string NcclVersionText();
@@ -62,7 +95,7 @@ class NcclComm {
   // Collective: every rank must call it. Throws tandem::Error naming the
   // rank, the device and `context` (the bootstrap's communicator).
   static NcclComm InitRank(int size, const ncclUniqueId& id, int rank, int device,
-                           const std::string& context);
+                           const NcclTuning& tuning, const std::string& context);
   // Every rank of one communicator at once, rank r on devices[r], from the
   // calling thread in one NCCL group: all exist or none does (no rank waits
   // for one that never joined). Throws for an empty list, a device named

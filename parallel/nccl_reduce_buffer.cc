@@ -45,6 +45,7 @@ namespace {
 
 constexpr const char* kWayOut = "TANDEM_NCCL_SYMMETRIC=0 on every rank uses ordinary memory";
 
+#if TANDEM_NCCL_HAS_SYMMETRIC_MEMORY
 // One symmetric reduce buffer: its memory, its window and the communicator
 // that registered it. Released when the last tensor viewing it goes.
 class SymmetricBuffer {
@@ -93,6 +94,7 @@ class SymmetricBuffer {
   NcclMemory memory_;
   ncclWindow_t window_ = nullptr;
 };
+#endif  // TANDEM_NCCL_HAS_SYMMETRIC_MEMORY
 
 }  // namespace
 
@@ -102,6 +104,7 @@ Tensor NcclCommunicator::NewReduceBuffer(int64_t count, Device device) {
       << description_ << ": a reduce buffer on " << device
       << " (this communicator reduces memory of cuda:" << device_ << ")";
   if (!symmetric_memory_ || count <= 0) return Tensor::Zeros({count}, device);
+#if TANDEM_NCCL_HAS_SYMMETRIC_MEMORY
   state_->ThrowIfAborted();
   const std::string context = Context(Announce("WindowRegister", count)) + " (" + kWayOut + ")";
   cuda::DeviceGuard guard(device_);
@@ -112,6 +115,10 @@ Tensor NcclCommunicator::NewReduceBuffer(int64_t count, Device device) {
   Backend& backend = GetBackend(device);
   backend.Fill(backend.main_lane(), 0.f, Ptr{data, DType::kFloat32}, count);
   return Tensor::Wrap(data, {count}, device, [buffer]() mutable { buffer.reset(); });
+#else
+  TANDEM_CHECK(false) << description_ << ": symmetric memory needs NCCL 2.27 headers";
+  return Tensor();
+#endif
 }
 
 }  // namespace tandem

@@ -55,6 +55,8 @@ TEST_F(MpiCommunicatorTest, RankAndSizeComeFromMpirun) {
   // mpirun here starts every rank on this one node.
   EXPECT_EQ(comm_.local_rank(), EnvInt("OMPI_COMM_WORLD_LOCAL_RANK"));
   EXPECT_EQ(LocalRank(), comm_.local_rank());
+  EXPECT_EQ(comm_.local_size(), EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE"));
+  EXPECT_TRUE(comm_.single_node());
   EXPECT_EQ(
       comm_.Describe().rfind("MpiCommunicator(rank " + std::to_string(rank_) +
                                  " of " + std::to_string(n_) + ", local rank",
