@@ -36,6 +36,13 @@ using internal::StageWorker;
 // stage failed for its own reason); the pipeline is then broken. The
 // failure is recorded before the abort, so the consequences it causes come
 // second whatever their type.
+//
+// A stage that stops without throwing (stuck in its own code) is met by its
+// neighbours' hand-off deadline (PipelineOptions::handoff_timeout), whose
+// error names the hand-off and the micro-batch. A stage still running
+// handoff_timeout after a failure cannot be interrupted: Step stops waiting
+// for it, names how many were abandoned, and the pipeline never joins
+// their threads (end the process to stop them).
 
 std::vector<size_t> BalanceStages(Sequential& model, int stages) {
   const size_t layers = model.size();
@@ -97,6 +104,9 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<Sequential>> replicas,
       << "pipeline: stages must be at least 1, got " << options_.stages;
   TANDEM_CHECK(options_.micro_batches >= 1)
       << "pipeline: micro_batches must be at least 1, got " << options_.micro_batches;
+  TANDEM_CHECK(options_.handoff_timeout.count() > 0)
+      << "pipeline: handoff_timeout must be positive, got " << options_.handoff_timeout.count()
+      << " ms";
   CheckReplicas();
   CheckDevices();
   SetBoundaries();
@@ -195,9 +205,11 @@ void Pipeline::MakeWorkers() {
       const std::string where = "pipeline replica " + std::to_string(r) + ": stage " +
                                 std::to_string(s) + " -> " + std::to_string(s + 1);
       const Device a = device(r, s), b = device(r, s + 1);
-      links_.push_back(std::make_unique<HandoffLink>(where + " activations", a, b, micro));
+      links_.push_back(std::make_unique<HandoffLink>(where + " activations", a, b, micro,
+                                                     options_.handoff_timeout));
       worker(r, s).fwd_out = worker(r, s + 1).fwd_in = links_.back().get();
-      links_.push_back(std::make_unique<HandoffLink>(where + " gradients", b, a, micro));
+      links_.push_back(std::make_unique<HandoffLink>(where + " gradients", b, a, micro,
+                                                     options_.handoff_timeout));
       worker(r, s + 1).bwd_out = worker(r, s).bwd_in = links_.back().get();
     }
   }
@@ -224,13 +236,24 @@ void Pipeline::StartWorkers() {
 Pipeline::~Pipeline() { Stop(); }
 
 void Pipeline::Stop() noexcept {
+  bool detach = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     stopping_ = true;
+    // Abandoned stages (Note [Abort]) that have come back since are joined;
+    // the others may never return.
+    if (abandoned_ > 0) {
+      detach = !cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return running_ == 0; });
+    }
   }
   cv_.notify_all();
   for (std::thread& thread : threads_) {
-    if (thread.joinable()) thread.join();
+    if (!thread.joinable()) continue;
+    if (detach) {
+      thread.detach();
+    } else {
+      thread.join();
+    }
   }
 }
 
@@ -307,6 +330,9 @@ void Pipeline::RecordFailure(StageWorker& w, const std::string& error, bool cons
     std::lock_guard<std::mutex> lock(mu_);
     std::string& slot = consequence ? consequence_ : failure_;
     if (slot.empty()) slot = message;
+    if (!consequence && failed_at_ == std::chrono::steady_clock::time_point()) {
+      failed_at_ = std::chrono::steady_clock::now();
+    }
   }
   if (!consequence) AbortAll(message);
 }
@@ -317,7 +343,16 @@ void Pipeline::RunPhase(Phase phase) {
   running_ = static_cast<int>(workers_.size());
   ++generation_;
   cv_.notify_all();
-  cv_.wait(lock, [&] { return running_ == 0; });
+  // See Note [Abort]: after a failure, stages still running once
+  // handoff_timeout has passed are abandoned.
+  const auto poll = std::chrono::milliseconds(50);
+  while (!cv_.wait_for(lock, poll, [&] { return running_ == 0; })) {
+    if (!failure_.empty() &&
+        std::chrono::steady_clock::now() - failed_at_ > options_.handoff_timeout) {
+      abandoned_ = running_;
+      return;
+    }
+  }
 }
 
 void Pipeline::AbortAll(const std::string& reason) {
@@ -330,7 +365,13 @@ void Pipeline::ReleaseHandoffs() {
 }
 
 std::string Pipeline::FailureMessage() const {
-  return failure_.empty() ? consequence_ : failure_;
+  std::string message = failure_.empty() ? consequence_ : failure_;
+  if (abandoned_ > 0) {
+    message += "; " + std::to_string(abandoned_) +
+               " stage thread(s) did not stop within PipelineOptions::handoff_timeout of the "
+               "failure and were abandoned, still running (end the process)";
+  }
+  return message;
 }
 
 void Pipeline::SplitBatch(const Tensor& x, const Tensor& targets) {

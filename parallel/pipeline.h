@@ -51,6 +51,7 @@
 #ifndef TANDEM_PARALLEL_PIPELINE_H_
 #define TANDEM_PARALLEL_PIPELINE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -100,6 +101,11 @@ struct PipelineOptions {
   // GPU share its main lane, so a stage's intervals there also hold what
   // the other stage queued between its events.
   bool record_timing = false;
+  // How long a stage waits for a neighbour's hand-off before the step fails
+  // naming the hand-off and micro-batch; after a failure, how long Step
+  // waits for the other stages to stop before abandoning them (Note
+  // [Abort] in pipeline.cc).
+  std::chrono::milliseconds handoff_timeout{300 * 1000};
 };
 
 // Stage boundaries (as PipelineOptions::boundaries) that split `model`'s
@@ -204,6 +210,10 @@ class Pipeline {
   // that was. See Note [Abort].
   std::string failure_;
   std::string consequence_;
+  std::chrono::steady_clock::time_point failed_at_;
+  // Stage threads that did not stop within handoff_timeout of a failure:
+  // left running, never joined (see Note [Abort]).
+  int abandoned_ = 0;
   bool broken_ = false;
 };
 

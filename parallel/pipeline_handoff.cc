@@ -1,5 +1,6 @@
 #include "parallel/pipeline_handoff.h"
 
+#include <sstream>
 #include <utility>
 
 #include "core/backend.h"
@@ -43,18 +44,37 @@ bool IsPeerPair(Device from, Device to) {
   return from.kind == to.kind && !from.is_cpu() && from.index != to.index;
 }
 
+namespace {
+std::string Seconds(std::chrono::milliseconds t) {
+  std::ostringstream out;
+  out << t.count() / 1000.0 << " s";
+  return out.str();
+}
+}  // namespace
+
 void HandoffChannel::Push(Handoff item) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return aborted_ || items_.size() < capacity_; });
+  const bool room = cv_.wait_for(lock, timeout_,
+                                 [&] { return aborted_ || items_.size() < capacity_; });
   ThrowIfAborted();
+  if (!room) {
+    throw Error(name_ + ": micro-batch " + std::to_string(item.micro) + " waited " +
+                Seconds(timeout_) + " for the receiving stage to take the ones before it (it "
+                "stopped or is stuck; PipelineOptions::handoff_timeout)");
+  }
   items_.push_back(std::move(item));
   cv_.notify_all();
 }
 
-Handoff HandoffChannel::Pop() {
+Handoff HandoffChannel::Pop(int micro) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return aborted_ || !items_.empty(); });
+  const bool arrived = cv_.wait_for(lock, timeout_, [&] { return aborted_ || !items_.empty(); });
   ThrowIfAborted();
+  if (!arrived) {
+    throw Error(name_ + ": micro-batch " + std::to_string(micro) + " did not arrive within " +
+                Seconds(timeout_) +
+                " (the sending stage stopped or is stuck; PipelineOptions::handoff_timeout)");
+  }
   Handoff item = std::move(items_.front());
   items_.pop_front();
   cv_.notify_all();
@@ -73,9 +93,9 @@ void HandoffChannel::ThrowIfAborted() const {
   if (aborted_) throw StageAbortedError(name_ + " aborted: " + reason_);
 }
 
-HandoffLink::HandoffLink(std::string name, Device from, Device to,
-                         int micro_batches)
-    : channel_(std::move(name), static_cast<size_t>(micro_batches)),
+HandoffLink::HandoffLink(std::string name, Device from, Device to, int micro_batches,
+                         std::chrono::milliseconds timeout)
+    : channel_(std::move(name), static_cast<size_t>(micro_batches), timeout),
       from_(from),
       to_(to) {
   if (!IsPeerPair(from, to)) return;
@@ -107,7 +127,7 @@ void HandoffLink::Send(int micro, const Tensor& t, const Lane& lane) {
 }
 
 Tensor HandoffLink::Receive(int micro, const Lane& lane) {
-  Handoff item = channel_.Pop();
+  Handoff item = channel_.Pop(micro);
   // Stages send micro-batches in schedule order through FIFO channels.
   TANDEM_CHECK(item.micro == micro)
       << channel_.name() << ": expected micro-batch " << micro << ", received "

@@ -16,6 +16,7 @@
 #define TANDEM_PARALLEL_PIPELINE_HANDOFF_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -66,15 +67,17 @@ struct Handoff {
 
 // A bounded FIFO between two stage threads (mutex + condition variable).
 // The only place a stage's host thread waits for its neighbour, and an
-// abortable one: Abort wakes both sides, and every later Push or Pop throws
-// StageAbortedError.
+// abortable one with a deadline: Abort wakes both sides, and every later
+// Push or Pop throws StageAbortedError; a wait longer than `timeout` throws
+// tandem::Error naming the channel and the micro-batch.
 class HandoffChannel {
  public:
-  HandoffChannel(std::string name, size_t capacity)
-      : name_(std::move(name)), capacity_(capacity) {}
+  HandoffChannel(std::string name, size_t capacity, std::chrono::milliseconds timeout)
+      : name_(std::move(name)), capacity_(capacity), timeout_(timeout) {}
 
   void Push(Handoff item);
-  Handoff Pop();
+  // The next item, which must be micro-batch `micro` (for the messages).
+  Handoff Pop(int micro);
   void Abort(const std::string& reason);
   const std::string& name() const { return name_; }
 
@@ -83,6 +86,7 @@ class HandoffChannel {
 
   const std::string name_;
   const size_t capacity_;
+  const std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Handoff> items_;
@@ -95,8 +99,10 @@ class HandoffChannel {
 class HandoffLink {
  public:
   // `name` is for errors ("replica 0: stage 0 -> 1 activations"). Peer
-  // pairs get one slot (two events) per micro-batch, made once.
-  HandoffLink(std::string name, Device from, Device to, int micro_batches);
+  // pairs get one slot (two events) per micro-batch, made once. A Send or
+  // Receive that waits longer than `timeout` for the other stage throws.
+  HandoffLink(std::string name, Device from, Device to, int micro_batches,
+              std::chrono::milliseconds timeout);
   HandoffLink(const HandoffLink&) = delete;
   HandoffLink& operator=(const HandoffLink&) = delete;
 

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -344,6 +345,63 @@ TEST(PipelineTest, FailingStageAbortsTheStep) {
           << e.what();
     }
   }
+}
+
+// Identity, but its first Forward takes `stall` (a stage stuck in its own
+// code, not throwing).
+class StallLayer final : public Layer {
+ public:
+  explicit StallLayer(std::chrono::milliseconds stall) : stall_(stall) {}
+  Tensor Forward(const Tensor& x) override {
+    if (!stalled_) {
+      stalled_ = true;
+      std::this_thread::sleep_for(stall_);
+    }
+    return x;
+  }
+  Tensor Backward(const Tensor& dy) override { return dy; }
+  std::string Name() const override { return "stall"; }
+
+ private:
+  const std::chrono::milliseconds stall_;
+  bool stalled_ = false;
+};
+
+// A stage that stops without throwing: its neighbour's hand-off deadline
+// ends the step, naming the hand-off and the micro-batch, and Step waits for
+// the stuck stage no longer than another deadline.
+TEST(PipelineTest, StuckStageEndsTheStepAtTheHandoffDeadline) {
+  const auto stall = std::chrono::milliseconds(2000);
+  Rng rng(3);
+  std::vector<std::unique_ptr<Sequential>> models;
+  models.push_back(std::make_unique<Sequential>("stuck"));
+  models[0]->Emplace<Linear>("fc1", 6, 16, rng, LinearOptions{Activation::kTanh});
+  models[0]->Emplace<StallLayer>(stall);
+  models[0]->Emplace<Linear>("fc2", 16, 3, rng);
+  PipelineOptions options;
+  options.stages = 2;
+  options.micro_batches = 2;
+  options.boundaries = {1};  // stage 1: stall, fc2
+  options.handoff_timeout = std::chrono::milliseconds(200);
+  Pipeline pipeline(std::move(models), options);
+  TrainSetup setup;
+  setup.sizes = {6, 3};
+  auto [x, y] = Batch(setup, 0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    pipeline.Step(x, y);
+    ADD_FAILURE() << "a stuck stage did not fail the step";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    std::cout << text << "\n";
+    EXPECT_NE(text.find("stage 0 -> 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("micro-batch"), std::string::npos) << text;
+    EXPECT_NE(text.find("did not arrive within 0.2 s"), std::string::npos) << text;
+    EXPECT_NE(text.find("1 stage thread(s) did not stop"), std::string::npos) << text;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, stall / 2);
+  // The stuck stage comes back before the pipeline goes, and is joined.
+  std::this_thread::sleep_for(stall);
 }
 
 TEST(PipelineTest, ClearErrors) {
