@@ -2,9 +2,10 @@
 
     load("//bench:defs.bzl", "cuda_cc_binary")
 
-Where CUDA is absent (no toolkit, or TANDEM_DISABLE_CUDA=1) the macro defines
-nothing, as //core/cuda:defs.bzl does for libraries and tests, so
-`bazel build //bench/...` of a CPU-only build still succeeds.
+Where CUDA is absent (no toolkit or NCCL found, or TANDEM_DISABLE_CUDA=1;
+third_party/cuda_configure.bzl prints why) the macro defines nothing, as
+//core/cuda:defs.bzl does for libraries and tests, so `bazel build //bench/...`
+of a CPU-only build still succeeds.
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_ENABLED")

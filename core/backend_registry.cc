@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_backend.h"
+#include "local_cuda/config.h"
 #ifdef TANDEM_WITH_CUDA
 #include "core/cuda/cuda_backend.h"
 #endif
@@ -59,8 +60,9 @@ std::string CudaUnavailableReason() {
 #ifdef TANDEM_WITH_CUDA
   return cuda::UnavailableReason();
 #else
-  return "Tandem was built without CUDA (no toolkit found when Bazel "
-         "configured @local_cuda)";
+  // TANDEM_CUDA_WHY_NOT: what Bazel printed when it configured @local_cuda
+  // (third_party/cuda_configure.bzl), and what to do.
+  return std::string("Tandem was built without CUDA: ") + TANDEM_CUDA_WHY_NOT;
 #endif
 }
 

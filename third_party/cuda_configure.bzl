@@ -1,69 +1,173 @@
-"""Finds a CUDA toolkit on the build machine, or records that there is none.
+"""Finds a CUDA toolkit and NCCL on the build machine, or records why not.
 
 The repository it makes (@local_cuda) always exists, so BUILD files can load
 its defs.bzl unconditionally:
 
-    load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "if_cuda")
+    load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_GENCODE", "if_cuda")
 
-Where CUDA is present (CUDA_PATH, else /usr/local/cuda, holding bin/nvcc,
-libcudart, libcublas and NCCL), it also provides cc_library targets
-:cuda_runtime, :cublas and :nccl, and the nvcc path for cuda_library().
-Where it is absent, CUDA_ENABLED is False and the project builds CPU-only.
-Set TANDEM_DISABLE_CUDA=1 to force the CPU-only build on a CUDA machine.
+defs.bzl holds CUDA_ENABLED, CUDA_PATH (the toolkit's root), CUDA_INCLUDE
+(for nvcc's -isystem; empty where the headers are in /usr/include),
+CUDA_WHY_NOT (empty where CUDA is built), CUDA_ARCHS and CUDA_GENCODE (nvcc
+flags) and if_cuda(). Where CUDA is found, the repository also has the
+cc_library targets :cuda_runtime, :cublas and :nccl. It always has :config,
+the header "local_cuda/config.h" defining TANDEM_CUDA_WHY_NOT, so a binary
+built without CUDA can say why.
+
+Environment (read when Bazel configures the repository; --repo_env=NAME=VALUE
+sets one for Bazel alone):
+  CUDA_PATH, CUDA_HOME  the toolkit's root
+  NCCL_HOME, NCCL_ROOT  where NCCL is, if it is neither in the toolkit nor in
+                        the system's include and library directories
+  TANDEM_CUDA_ARCHS     GPU architectures, e.g. "80;90" or "80,90,100"
+  TANDEM_DISABLE_CUDA=1 build CPU-only on a machine with CUDA
 """
 
-_REQUIRED = [
-    "bin/nvcc",
-    "include/cuda_runtime.h",
-    "include/cublas_v2.h",
-    "include/nccl.h",
-    "lib64/libcudart.so",
-    "lib64/libcublas.so",
-    "lib64/libnccl.so",
+# Note [Finding CUDA]
+# third_party/find_cuda.sh does the search, so that
+# tests/tools/find_cuda_test.sh checks the code the build runs:
+#   1. TANDEM_DISABLE_CUDA=1: no CUDA, and nothing printed.
+#   2. The toolkit: CUDA_PATH if set, else CUDA_HOME if set, else the first of
+#      /usr/local/cuda and /usr that has bin/nvcc. A variable that is set is
+#      the only candidate: a wrong one is reported, not silently passed over.
+#      The root needs bin/nvcc, include/{cuda_runtime.h,cublas_v2.h} and
+#      libcudart.so, libcublas.so and libcublasLt.so in its first library
+#      directory (lib64, lib/<multiarch>, targets/<arch>-linux/lib, lib) that
+#      has libcudart.so.
+#   3. NCCL: NCCL_HOME, else NCCL_ROOT (only there); else the toolkit
+#      (include/nccl.h beside the CUDA libraries); else /usr/include/nccl.h
+#      with libnccl.so in /usr/lib/<multiarch>, /usr/lib64 or /usr/lib.
+# Where CUDA is not found, the rule prints the reason (a DEBUG line, shown
+# each time Bazel configures the repository: after a change of the variables
+# above, and on a new Bazel server since the rule is local) and writes it
+# into CUDA_WHY_NOT and local_cuda/config.h, which `--device=cuda` quotes.
+
+_ENV = [
+    "CUDA_PATH",
+    "CUDA_HOME",
+    "NCCL_HOME",
+    "NCCL_ROOT",
+    "TANDEM_CUDA_ARCHS",
+    "TANDEM_DISABLE_CUDA",
 ]
 
-def _find_cuda(ctx):
-    if ctx.os.environ.get("TANDEM_DISABLE_CUDA", "0") == "1":
-        return None, "TANDEM_DISABLE_CUDA=1"
-    root = ctx.os.environ.get("CUDA_PATH", "/usr/local/cuda")
-    missing = [f for f in _REQUIRED if not ctx.path(root + "/" + f).exists]
-    if missing:
-        return None, "%s lacks %s" % (root, ", ".join(missing))
-    return str(ctx.path(root).realpath), None
+_HINT = {
+    "disabled": "unset it and rebuild to build with CUDA",
+    "missing": ("set CUDA_PATH or CUDA_HOME to the CUDA toolkit, and NCCL_HOME " +
+                "to NCCL if it is elsewhere, then rebuild"),
+}
 
-def _cuda_configure_impl(ctx):
-    root, why_not = _find_cuda(ctx)
-    if root == None:
-        ctx.file("BUILD", "# CUDA not found: %s\n" % why_not)
-        ctx.file("defs.bzl", "\n".join([
-            "CUDA_ENABLED = False",
-            "CUDA_PATH = \"\"",
-            "CUDA_WHY_NOT = %r" % why_not,
-            "def if_cuda(if_true, if_false = []):",
-            "    return if_false",
-            "",
-        ]))
-        return
+_CUDA_HEADERS_GLOB = """glob(
+        ["include/**"],
+        exclude = ["include/cudnn*", "include/cupti*", "include/Openacc/**", "include/Openmp/**"],
+    )"""
 
-    ctx.symlink(root + "/include", "include")
-    lib = root + "/lib64"
-    ctx.template("BUILD", ctx.attr._build_tpl, {
-        "%{lib}": lib,
-    })
+def _run_finder(ctx, finder):
+    """Runs find_cuda.sh; returns its KEY=VALUE lines as a dict."""
+    env = {name: ctx.os.environ.get(name, "") for name in _ENV}
+    result = ctx.execute(["/bin/sh", str(finder)], environment = env, quiet = True)
+    if result.return_code != 0:
+        fail("Tandem: " + (result.stderr.strip() or
+                           "third_party/find_cuda.sh failed (exit %d)" % result.return_code))
+    found = {}
+    for line in result.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            found[key] = value
+    return found
+
+def _c_string(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+def _write_defs(ctx, found, why_not):
+    enabled = found["STATUS"] == "found"
+    root = found.get("CUDA_ROOT", "")
+    include = found.get("CUDA_INCLUDE", "")
     ctx.file("defs.bzl", "\n".join([
-        "CUDA_ENABLED = True",
+        "# Generated by //third_party:cuda_configure.bzl.",
+        "CUDA_ENABLED = %s" % enabled,
         "CUDA_PATH = %r" % root,
-        "CUDA_WHY_NOT = \"\"",
+        "CUDA_INCLUDE = %r" % ("" if include == "/usr/include" else include),
+        "CUDA_WHY_NOT = %r" % why_not,
+        "CUDA_ARCHS = %r" % found["CUDA_ARCHS"].split(" "),
+        "CUDA_GENCODE = %r" % found["CUDA_GENCODE"].split(" "),
         "def if_cuda(if_true, if_false = []):",
-        "    return if_true",
+        "    return %s" % ("if_true" if enabled else "if_false"),
+        "",
+    ]))
+    ctx.file("config.h", "\n".join([
+        "// Generated by //third_party:cuda_configure.bzl.",
+        "#ifndef TANDEM_LOCAL_CUDA_CONFIG_H_",
+        "#define TANDEM_LOCAL_CUDA_CONFIG_H_",
+        "// Why this build has no CUDA backend and what to do; empty where it has one.",
+        "#define TANDEM_CUDA_WHY_NOT %s" % _c_string(why_not),
+        "#endif  // TANDEM_LOCAL_CUDA_CONFIG_H_",
         "",
     ]))
 
+def _link_flags(lib_dir, libs, multiarch):
+    """-l flags, with -L and an rpath unless the linker searches lib_dir anyway."""
+    system = ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/lib/" + multiarch, "/usr/lib/" + multiarch]
+    flags = [] if lib_dir in system else ["-L" + lib_dir, "-Wl,-rpath," + lib_dir]
+    return flags + ["-l" + lib for lib in libs]
+
+def _write_build(ctx, found, template):
+    include = found["CUDA_INCLUDE"]
+    system_headers = include == "/usr/include"
+    if not system_headers:
+        ctx.symlink(include, "include")
+    nccl_include = found["NCCL_INCLUDE"]
+    separate_nccl = nccl_include != include
+    if separate_nccl:
+        for entry in ctx.path(nccl_include).readdir():
+            if entry.basename.startswith("nccl"):
+                ctx.symlink(entry, "nccl/include/" + entry.basename)
+    multiarch = found["MULTIARCH"]
+    lib = found["CUDA_LIB"]
+    ctx.template("BUILD", template, {
+        "%{cuda_hdrs}": "[]" if system_headers else _CUDA_HEADERS_GLOB,
+        "%{cuda_includes}": repr([] if system_headers else ["include"]),
+        "%{cudart_linkopts}": repr(_link_flags(lib, ["cudart"], multiarch)),
+        "%{cublas_linkopts}": repr(_link_flags(lib, ["cublas", "cublasLt"], multiarch)),
+        "%{nccl_hdrs}": 'glob(["nccl/include/**"])' if separate_nccl else "[]",
+        "%{nccl_includes}": repr(["nccl/include"] if separate_nccl else []),
+        "%{nccl_linkopts}": repr(_link_flags(found["NCCL_LIB"], ["nccl"], multiarch)),
+    })
+
+_NO_CUDA_BUILD = """# Generated by //third_party:cuda_configure.bzl: no CUDA in this build.
+package(default_visibility = ["//visibility:public"])
+
+# "local_cuda/config.h": TANDEM_CUDA_WHY_NOT says why there is no CUDA.
+cc_library(
+    name = "config",
+    hdrs = ["config.h"],
+    include_prefix = "local_cuda",
+)
+"""
+
+def _cuda_configure_impl(ctx):
+    # Labels first: resolving one may restart the rule.
+    finder = ctx.path(ctx.attr._finder)
+    template = ctx.path(ctx.attr._build_tpl)
+    found = _run_finder(ctx, finder)
+    status = found["STATUS"]
+    if status == "found":
+        _write_defs(ctx, found, "")
+        _write_build(ctx, found, template)
+        return
+    why_not = "%s; %s" % (found["WHY"], _HINT[status])
+    if status == "missing":
+        # See Note [Finding CUDA].
+        print("Tandem: building without CUDA: %s (or set TANDEM_DISABLE_CUDA=1 " % why_not +
+              "to build CPU-only without this message)")
+    _write_defs(ctx, found, why_not)
+    ctx.file("BUILD", _NO_CUDA_BUILD)
+
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,
-    environ = ["CUDA_PATH", "TANDEM_DISABLE_CUDA"],
+    environ = _ENV,
     local = True,
     attrs = {
         "_build_tpl": attr.label(default = "//third_party:cuda.BUILD.tpl"),
+        "_finder": attr.label(default = "//third_party:find_cuda.sh"),
     },
 )

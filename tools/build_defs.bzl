@@ -7,7 +7,7 @@ tandem_cc_test also links GoogleTest's main. cuda_library compiles .cu files
 with nvcc (see Note [nvcc under Bazel]) and is empty where CUDA is absent.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_PATH")
+load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_GENCODE", "CUDA_INCLUDE", "CUDA_PATH")
 
 TANDEM_COPTS = [
     "-Wall",
@@ -27,15 +27,6 @@ TANDEM_COPTS = [
     "//tools:x86_64": ["-mavx2", "-mfma"],
     "//conditions:default": [],
 })
-
-# Machine code for Hopper (H100/H200) and Ampere, plus PTX for newer chips.
-# Override with --define=cuda_gencode="..." is not supported by Bazel 4
-# macros, so edit here or set TANDEM_CUDA_GENCODE before `bazel` runs.
-CUDA_GENCODE = [
-    "-gencode=arch=compute_90,code=sm_90",
-    "-gencode=arch=compute_80,code=sm_80",
-    "-gencode=arch=compute_90,code=compute_90",
-]
 
 NVCC_FLAGS = [
     "-std=c++17",
@@ -65,7 +56,14 @@ def tandem_cc_test(name, copts = [], deps = [], **kwargs):
 # compiled to an object by a genrule calling the toolkit's nvcc, and the
 # objects become the srcs of a cc_library. nvcc sees the workspace root and
 # the CUDA include directory; headers a .cu includes must be listed in
-# `hdrs` or `deps_hdrs` so the sandbox holds them.
+# `hdrs` or `deps_hdrs` so the sandbox holds them. The -gencode flags are
+# @local_cuda's CUDA_GENCODE unless `gencode` is given: machine code for each
+# architecture of TANDEM_CUDA_ARCHS (default "80;90": Ampere, Hopper) and PTX
+# of the highest, which newer GPUs compile when they load it (see
+# third_party/cuda_configure.bzl). nvcc gets a private TMPDIR: it names its
+# temporary files after its process id and the source, and in Bazel's
+# sandboxes (each its own PID namespace, all sharing /tmp) two concurrent
+# compilations of one file, e.g. from two output bases, would collide.
 def cuda_library(name, srcs, hdrs = [], deps = [], deps_hdrs = [], gencode = None, **kwargs):
     """A cc_library of .cu files compiled by nvcc; an empty library without CUDA."""
     if not CUDA_ENABLED:
@@ -79,14 +77,16 @@ def cuda_library(name, srcs, hdrs = [], deps = [], deps_hdrs = [], gencode = Non
             srcs = [src] + hdrs + deps_hdrs,
             outs = [obj],
             cmd = " ".join([
+                "tmp=$$(mktemp -d) && TMPDIR=$$tmp",
                 CUDA_PATH + "/bin/nvcc",
                 "-c",
                 "$(location %s)" % src,
                 "-o $@",
                 "-I.",
                 "-I$(GENDIR)",
-                "-isystem " + CUDA_PATH + "/include",
-            ] + NVCC_FLAGS + (gencode if gencode != None else CUDA_GENCODE)),
+            ] + (["-isystem " + CUDA_INCLUDE] if CUDA_INCLUDE else []) + NVCC_FLAGS +
+                           (gencode if gencode != None else CUDA_GENCODE) +
+                           ["; rc=$$?; rm -rf $$tmp; exit $$rc"]),
         )
         objs.append(obj)
     native.cc_library(

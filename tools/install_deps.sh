@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs every system package Tandem needs on Debian 12 (idempotent).
 # Runs apt-get as root, or through sudo otherwise. CUDA is optional: where
-# /usr/local/cuda (or $CUDA_PATH) holds a toolkit, Bazel builds the GPU
-# backend too; elsewhere everything builds and tests CPU-only.
+# Bazel finds a toolkit ($CUDA_PATH, $CUDA_HOME, /usr/local/cuda or /usr) and
+# NCCL (there, in the system paths, or $NCCL_HOME), it builds the GPU backend
+# too (third_party/find_cuda.sh); elsewhere everything builds and tests
+# CPU-only, and the build says why.
 set -euo pipefail
 
 PACKAGES=(

@@ -2,9 +2,10 @@
 
     load("//core/cuda:defs.bzl", "cuda_cc_library", "cuda_cc_test")
 
-Where CUDA is absent (no toolkit, or TANDEM_DISABLE_CUDA=1) these define
-nothing, so `bazel build //...` of a CPU-only build never sees a target that
-needs @local_cuda. Nothing outside if_cuda() may depend on them.
+Where CUDA is absent (no toolkit or NCCL found, or TANDEM_DISABLE_CUDA=1;
+third_party/cuda_configure.bzl prints why) these define nothing, so
+`bazel build //...` of a CPU-only build never sees a target that needs
+@local_cuda. Nothing outside if_cuda() may depend on them.
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_ENABLED")
