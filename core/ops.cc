@@ -289,6 +289,25 @@ void Mse(const Lane& lane, const Tensor& pred, const Tensor& target, Tensor& los
                      OptionalPtr(dpred));
 }
 
+// The backends' squared-error reduction against zeros: their deterministic
+// two-pass sum in double, without a kernel of its own (one would read x
+// alone, not x and as many zeros).
+void SumOfSquares(const Lane& lane, const Tensor& x, Tensor& out) {
+  CheckOperands("SumOfSquares", lane, {&x, &out});
+  CheckScalar("SumOfSquares", out);
+  TANDEM_CHECK(lane.device().is_cpu() || SameQueue(lane, lane.backend().main_lane()))
+      << "SumOfSquares on " << lane.device() << " uses scratch memory and runs on the main "
+      << "lane only, not the " << lane.Describe();
+  if (x.numel() == 0) {
+    Fill(lane, out, 0.f);
+    return;
+  }
+  // Filled on the main lane, which is `lane` (on the CPU, at once).
+  const Tensor zeros = Tensor::Zeros({x.numel()}, x.device(), x.dtype());
+  lane.backend().Mse(lane, x.ptr(), zeros.ptr(), x.numel(), /*normalizer=*/1.f, out.data(),
+                     Ptr{});
+}
+
 void Argmax(const Lane& lane, const Tensor& x, Tensor& out) {
   CheckOperands("Argmax", lane, {&x, &out});
   CheckMatrix("Argmax", "x", x);

@@ -97,6 +97,10 @@ void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits,
 // lane only.
 void Mse(const Lane& lane, const Tensor& pred, const Tensor& target,
          Tensor& loss, Tensor* dpred, float normalizer = 0.f);
+// out [1] = the sum of the squares of x's elements (float32 or bfloat16 x,
+// any shape; float32 out), summed in double in an order fixed by x's size:
+// the square of x's L2 norm. Main lane only (it uses scratch memory).
+void SumOfSquares(const Lane& lane, const Tensor& x, Tensor& out);
 // out [rows] = argmax of each row of x [rows, cols].
 void Argmax(const Lane& lane, const Tensor& x, Tensor& out);
 // out [1] = number of rows of logits whose argmax equals labels. Main lane
@@ -174,6 +178,9 @@ inline void SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
 inline void Mse(const Tensor& pred, const Tensor& target, Tensor& loss,
                 Tensor* dpred, float normalizer = 0.f) {
   Mse(MainLaneOf(loss), pred, target, loss, dpred, normalizer);
+}
+inline void SumOfSquares(const Tensor& x, Tensor& out) {
+  SumOfSquares(MainLaneOf(out), x, out);
 }
 inline void Argmax(const Tensor& x, Tensor& out) {
   Argmax(MainLaneOf(out), x, out);

@@ -5,6 +5,7 @@
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
+#include "core/profile_range.h"
 
 namespace tandem {
 namespace {
@@ -41,6 +42,7 @@ void Optimizer::ZeroGrad() {
 }
 
 void Optimizer::Step() {
+  ProfileRange range("optimizer step");
   if (!params_.empty()) {
     std::vector<size_t> all(params_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -139,12 +141,14 @@ void Sgd::Step() {
     Optimizer::Step();
     return;
   }
+  ProfileRange range("optimizer step");
   const std::vector<size_t> left = in_backward_->Finish();
   if (!left.empty()) UpdateParameters(left, MainLane(params_[left[0]].value->device()));
   FinishStep();
 }
 
 void Sgd::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
+  ProfileRange range("SGD update");
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
     ops::SgdUpdate(lane, options_, *params_[i].value, GradientOf(params_[i]),
@@ -179,6 +183,7 @@ void AdamW::set_lr(float lr) {
 }
 
 void AdamW::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
+  ProfileRange range("AdamW update");
   // The step being taken: Step counts it after the updates.
   const int64_t step = steps_ + 1;
   for (size_t i : indices) {

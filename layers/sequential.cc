@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/ops.h"
+#include "core/profile_range.h"
 
 namespace tandem {
 
@@ -22,7 +23,10 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
 Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    h = layers_[i]->Forward(h);
+    {
+      ProfileRange range([&] { return "forward " + layers_[i]->Name(); });
+      h = layers_[i]->Forward(h);
+    }
     if (on_layer_done) on_layer_done(i);
   }
   return h;
@@ -64,7 +68,12 @@ Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args,
       ReleaseAfterParamWork(layer_args.lane, i + kReleaseLag, held[i + kReleaseLag]);
     }
     layer_args.param_lane_reads = &held[i];
-    g = layers_[i]->BackwardWith(g, layer_args);
+    {
+      // Spans on_params_ready, which the layer calls (the reducer starts
+      // all-reduces there), but not on_layer_done, which follows.
+      ProfileRange range([&] { return "backward " + layers_[i]->Name(); });
+      g = layers_[i]->BackwardWith(g, layer_args);
+    }
     if (!held[i].empty()) RecordParamWork(layer_args.param_lane, i);
     if (hooks.on_layer_done) hooks.on_layer_done(i);
   }

@@ -1,10 +1,12 @@
 #include "parallel/reducer.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
+#include "core/profile_range.h"
 
 namespace tandem {
 
@@ -288,6 +290,10 @@ void Reducer::LaunchReadyBuckets() {
   while (next_to_launch_ < num_buckets() && state_[next_to_launch_].pending == 0) {
     const int b = next_to_launch_++;
     timeline_.bucket_start[b] = ReducerTimeline::Clock::now();
+    ProfileRange range([&] {
+      return "all-reduce bucket " + std::to_string(b) + " (" +
+             std::to_string(buckets_[b].buffer.bytes()) + " bytes)";
+    });
     works_[b] = comm_.size() == 1 ? std::make_shared<CompletedWork>()
                                   : hook_->Reduce(buckets_[b], compute_lanes_, timed_);
   }
@@ -300,11 +306,13 @@ void Reducer::AfterReduceReadyBuckets(bool block) {
          state_[next_after_reduce_].running == 0 &&
          (block || works_[next_after_reduce_]->ReadyForLanes())) {
     const int b = next_after_reduce_++;
+    ProfileRange range([&] { return "after all-reduce bucket " + std::to_string(b); });
     hook_->AfterReduce(buckets_[b], *works_[b], compute_lanes_);
   }
 }
 
 void Reducer::FinishBuckets(const Lane& lane) {
+  ProfileRange range("wait for reductions and updates");
   TANDEM_CHECK(next_to_launch_ == num_buckets())
       << "model '" << model_.Name() << "': " << num_buckets() - next_to_launch_
       << " gradient bucket(s) were never ready in this backward; every layer "

@@ -43,6 +43,10 @@ void CheckRanges(const TrainConfig& c) {
   if (c.max_test == 0) Fail("--max_test must be at least 1 (or -1 for all), got 0");
   if (c.max_steps < 0) Fail("--max_steps must not be negative, got ", c.max_steps);
   if (c.trace_steps < 1) Fail("--trace_steps must be at least 1, got ", c.trace_steps);
+  if (c.log_every < 0) Fail("--log_every must not be negative, got ", c.log_every);
+  if (c.log_every > 0 && c.metrics_path.empty()) {
+    Fail("--log_every writes its rows to the --metrics file: give --metrics=FILE too");
+  }
   if (c.checkpoint_every < 0) {
     Fail("--checkpoint_every must not be negative, got ", c.checkpoint_every);
   }

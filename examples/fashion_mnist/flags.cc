@@ -133,6 +133,9 @@ void AddOutputFlags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--quiet", c.quiet, "print only the final lines");
   app.add_option("--metrics", c.metrics_path,
                  "per-epoch metrics as JSON Lines (appended to on --resume)");
+  app.add_option("--log_every", c.log_every,
+                 "also a --metrics row every N steps: loss, learning rate, samples/s, "
+                 "gradient norm (0: none)");
   app.add_option("--plot", c.plot_path,
                  "SVG of the loss and accuracy curves, redrawn every epoch (on --resume: the "
                  "whole run, from --metrics)");

@@ -24,6 +24,7 @@ void RunReport::ReadBack(int epochs) {
     const double epoch = row.Number("epoch");
     if (!(epoch >= 1 && epoch <= epochs) || epoch != std::floor(epoch)) continue;
     const std::string split = row.String("split");
+    if (split != "train" && split != "test") continue;  // a step row (--log_every)
     auto [it, added] = epochs_.try_emplace(static_cast<int>(epoch), Figures{nan, nan, nan, nan});
     if (split == "train") {
       it->second.train_loss = row.Number("loss");
@@ -55,6 +56,17 @@ void RunReport::Epoch(const EpochStats& stats, int64_t step, double lr) {
                           stats.test_accuracy};
   // Rewritten every epoch, so an interrupted run still has its plot.
   Plot();
+}
+
+void RunReport::Step(const StepRow& row) {
+  if (!metrics_) return;
+  metrics_->Write({{"epoch", static_cast<double>(row.epoch)},
+                   {"step", static_cast<double>(row.step)},
+                   {"loss", row.loss},
+                   {"lr", row.lr},
+                   {"samples_per_second", row.samples_per_second},
+                   {"grad_norm", row.grad_norm}},
+                  {{"kind", "step"}});
 }
 
 void RunReport::Plot() const {

@@ -11,12 +11,14 @@
 
 #include "core/check.h"
 #include "core/ops.h"
+#include "core/profile_range.h"
 #include "core/rng.h"
 #include "data/batch_iterator.h"
 #include "data/idx_reader.h"
 #include "data/normalize.h"
 #include "examples/fashion_mnist/config_check.h"
 #include "examples/fashion_mnist/run_report.h"
+#include "examples/fashion_mnist/step_log.h"
 #include "examples/fashion_mnist/step_tracer.h"
 #include "io/checkpoint.h"
 #include "layers/loss.h"
@@ -129,6 +131,7 @@ class WorkerRun {
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<StepTracer> tracer_;
+  std::optional<StepLog> step_log_;  // --log_every
   std::optional<RunReport> report_;  // rank 0's
   SoftmaxCrossEntropyLoss loss_, test_loss_;
   std::vector<uint64_t> run_key_;
@@ -185,6 +188,10 @@ void WorkerRun::BuildModel() {
   std::unique_ptr<CommHook> reduce;
   if (config_.bf16_allreduce) reduce = std::make_unique<BFloat16CompressionHook>();
   reducer_->RegisterCommHook(std::make_unique<OptimizerUpdateHook>(*optimizer_, std::move(reduce)));
+  if (config_.log_every > 0) {
+    // After the reducer: the gradients it laid out in buckets.
+    step_log_.emplace(config_.log_every, worker_.comm, model_->Parameters(), worker_.device);
+  }
   if (trace_ != nullptr) {
     tracer_.emplace(*trace_, worker_.rank, worker_.device, *model_, *reducer_,
                     PrecisionName(config_.precision));
@@ -289,6 +296,7 @@ void WorkerRun::LoadShard(const std::vector<int64_t>& batch, Tensor& x, Tensor& 
 }
 
 bool WorkerRun::Step(const std::vector<int64_t>& batch, int epoch, EpochTotals& totals) {
+  ProfileRange range([&] { return "step " + std::to_string(optimizer_->steps() + 1); });
   Tensor x, y;
   LoadShard(batch, x, y);
   optimizer_->set_lr(ScheduledLr(schedule_, config_.optimizer.lr, optimizer_->steps(),
@@ -299,7 +307,11 @@ bool WorkerRun::Step(const std::vector<int64_t>& batch, int epoch, EpochTotals& 
   if (traced) tracer_->Begin();
   Tensor logits = model_->Forward(x, traced ? tracer_->forward_hook() : nullptr);
   // Normalised by the global batch: see Note [Gradient averaging].
-  Tensor step_loss = loss_.Forward(logits, y, static_cast<int64_t>(batch.size()));
+  Tensor step_loss;
+  {
+    ProfileRange loss_range("loss");
+    step_loss = loss_.Forward(logits, y, static_cast<int64_t>(batch.size()));
+  }
   if (traced) tracer_->LossDone();
   ++global_step_;
   if (SkipNonFinite(step_loss, epoch)) return false;
@@ -310,6 +322,12 @@ bool WorkerRun::Step(const std::vector<int64_t>& batch, int epoch, EpochTotals& 
     tracer_->End();
   }
   totals.comm_wait += reducer_->last_comm_wait_seconds();
+  if (step_log_) {
+    const int64_t examples = static_cast<int64_t>(batch.size());
+    const std::optional<StepRow> row =
+        step_log_->After(optimizer_->steps(), epoch, examples, step_loss, optimizer_->lr());
+    if (row && root_) report_->Step(*row);
+  }
   ops::CountCorrect(logits, y, correct_);
   ops::Axpy(1.f, correct_, correct_sum_);
   return true;
@@ -321,6 +339,7 @@ bool WorkerRun::TrainEpoch(int epoch) {
       data::EpochOrder(data_.train.size(), config_.seed, epoch, /*shuffle=*/true),
       config_.batch_size);
   if (epoch == start_epoch_) batches.Seek(start_batch_);
+  if (step_log_) step_log_->StartInterval();  // not the evaluation before
   ops::Fill(loss_sum_, 0.f);
   ops::Fill(correct_sum_, 0.f);
   std::optional<ProgressBar> bar;

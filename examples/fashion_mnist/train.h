@@ -59,6 +59,10 @@ struct TrainConfig {
   bool skip_nonfinite = false;
   // --metrics: JSON Lines per epoch, appended to when the run resumes.
   std::string metrics_path;
+  // --log_every: also a --metrics row every N steps (0: none): the step's
+  // loss, learning rate, samples/s and gradient norm (step_log.h). Reading
+  // them waits for the device, on those steps only.
+  int64_t log_every = 0;
   // --plot: SVG of the loss and accuracy curves, redrawn every epoch. A
   // resumed run plots the epochs before the checkpoint from --metrics.
   std::string plot_path;

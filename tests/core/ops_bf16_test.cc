@@ -199,6 +199,8 @@ TEST_P(OpsBf16Test, LossesArgmaxAndCounts) {
             [](std::vector<Tensor>& t) { ops::Mse(t[0], t[1], t[2], &t[3]); });
     }
   }
+  Check("sum_of_squares", {{Values(kN), {kRows, kCols}, kBf16}, {{0.f}, {1}, kF32}},
+        [](std::vector<Tensor>& t) { ops::SumOfSquares(t[0], t[1]); });
   // Indices and counts are float32 and exact: the same inputs, the same
   // comparisons.
   Check("argmax and count_correct",

@@ -158,6 +158,8 @@ TEST_F(ParityTest, LossesArgmaxDropout) {
   Compare("mse", {logits, target, loss, mse_grad}, [](std::vector<Tensor>& t) {
     ops::Mse(t[0], t[1], t[2], &t[3]);
   });
+  Compare("sum_of_squares", {Tensor::FromVector(RandomVector(300007, rng_), {300007}), loss},
+          [](std::vector<Tensor>& t) { ops::SumOfSquares(t[0], t[1]); });
   Tensor mask = Tensor::Zeros({100003});
   Compare("dropout_mask (bitwise)", {mask},
           [](std::vector<Tensor>& t) { ops::DropoutMask(0.3f, 77, 123, t[0]); },
@@ -305,6 +307,8 @@ TEST_F(ParityTest, BFloat16ActivationsSumsAndLosses) {
   Compare("mse gradient",
           {logits, target, Tensor::Zeros({1}), Tensor::Zeros({rows, classes}, Device::Cpu(), kBf16)},
           [](std::vector<Tensor>& t) { ops::Mse(t[0], t[1], t[2], &t[3]); }, kBf16Tolerance);
+  Compare("sum_of_squares", {RandomBf16({300007}, rng_), Tensor::Zeros({1})},
+          [](std::vector<Tensor>& t) { ops::SumOfSquares(t[0], t[1]); });
 }
 
 TEST_F(ParityTest, BFloat16OptimizerUpdatesWithWorkingCopies) {

@@ -232,6 +232,23 @@ TEST_P(OpsTest, MseHandValues) {
   EXPECT_THROW(ops::Mse(pred, Tensor::Zeros({4}, device()), loss, nullptr), Error);
 }
 
+TEST_P(OpsTest, SumOfSquaresHandValues) {
+  Tensor out = Tensor::Full({1}, NAN, device());  // overwritten, not added to
+  ops::SumOfSquares(T({1, -2, 3, 0.5f}, {2, 2}), out);
+  EXPECT_NEAR(out.Item(), 1 + 4 + 9 + 0.25f, kTol);
+  // bfloat16 holds these exactly; the sum is float32.
+  ops::SumOfSquares(Tensor::FromVector({3, -4}, {2}, device(), DType::kBFloat16), out);
+  EXPECT_EQ(out.Item(), 25.f);
+  // A long sum, in double: 1e6 ones squared is exact.
+  ops::SumOfSquares(Tensor::Full({1000000}, -1.f, device()), out);
+  EXPECT_EQ(out.Item(), 1e6f);
+  ops::SumOfSquares(Tensor::Zeros({0}, device()), out);
+  EXPECT_EQ(out.Item(), 0.f);
+  Tensor two = Tensor::Empty({2}, device());
+  ExpectError([&] { ops::SumOfSquares(T({1, 2}, {2}), two); },
+              "SumOfSquares: output must have one element");
+}
+
 TEST_P(OpsTest, ArgmaxAndCountCorrect) {
   Tensor logits = T({0.1f, 0.9f, 0.0f, 3, 1, 2, 5, 5, 1}, {3, 3});
   Tensor idx = Tensor::Empty({3}, device());
@@ -396,8 +413,10 @@ TEST_P(OpsTest, OpsThatNeedScratchMemoryRunOnTheMainLaneOnly) {
   const Lane side = GetBackend(device()).side_lane();
   if (device().is_cpu()) {
     EXPECT_NO_THROW(ops::Mse(side, pred, pred, loss, nullptr));
+    EXPECT_NO_THROW(ops::SumOfSquares(side, pred, loss));
   } else {
     EXPECT_THROW(ops::Mse(side, pred, pred, loss, nullptr), Error);
+    ExpectError([&] { ops::SumOfSquares(side, pred, loss); }, "SumOfSquares on cuda:0");
   }
 }
 

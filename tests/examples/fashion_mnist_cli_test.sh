@@ -2,7 +2,8 @@
 # Runs the example binary as a user would: a short run must end with
 # `test_accuracy=0.xxxx`; repeated flags take the last value; the progress
 # output suits where it goes; --resume continues the metrics and the plot;
-# --help, --version and usage errors (exit 2, no source location) read right.
+# --log_every adds step rows to them; --help, --version and usage errors
+# (exit 2, no source location) read right.
 # The MPI side is tests/examples/fashion_mnist_mpi_cli_test.sh.
 set -u
 bin=$1
@@ -55,6 +56,19 @@ for row in '"forward fc1"' '"backward fc2"' '"all-reduce bucket 0"' '"communicat
 done
 echo "ok: --metrics, --plot and --trace files written"
 
+# --log_every=1: a step row per step in --metrics, beside the epoch rows.
+"$bin" --epochs=1 --max_train=500 --max_test=100 --hidden=8 --batch_size=50 --workers=2 \
+  --quiet --max_steps=4 --log_every=1 --metrics="$dir/s.jsonl" >/dev/null 2>&1 \
+  || fail "run with --log_every failed"
+[ "$(grep -c '"kind":"step"' "$dir/s.jsonl")" = 4 ] || fail "step rows: $(cat "$dir/s.jsonl")"
+num='-?[0-9][-+.e0-9]*'
+for n in 1 2 3 4; do
+  grep -Eq "^\{\"epoch\":1,\"step\":$n,\"loss\":$num,\"lr\":$num,\"samples_per_second\":$num,\"grad_norm\":$num,\"kind\":\"step\"\}$" \
+    "$dir/s.jsonl" || fail "no well-formed row for step $n: $(cat "$dir/s.jsonl")"
+done
+[ "$(grep -c '"split":"train"' "$dir/s.jsonl")" = 1 ] || fail "epoch row: $(cat "$dir/s.jsonl")"
+echo "ok: --log_every=1 writes a step row per step"
+
 # --resume keeps the metrics and plots the whole run: a run stopped in
 # epoch 2 (checkpoint at step 18, 12 steps an epoch), then resumed to 3.
 run=(--epochs=3 --max_train=600 --max_test=100 --hidden=8 --batch_size=50 --quiet
@@ -74,6 +88,8 @@ help=$("$bin" --help) || fail "--help exited non-zero"
 for group in Data Model Optimisation Parallelism Output Reliability; do
   grep -qx "$group:" <<<"$help" || fail "--help has no $group group"
 done
+sed -n '/^Output:$/,/^Reliability:$/p' <<<"$help" | grep -q -- "--log_every INT=0 " \
+  || fail "--help: --log_every is not in the Output group"
 grep -q -- "--workers INT=1 " <<<"$help" || fail "--help: --workers default"
 grep -q -- "--device TEXT:{cpu,cuda,cuda:N,auto}=cpu" <<<"$help" || fail "--help: --device"
 grep -q "default 1" <<<"$help" && fail "--help contradicts itself"
@@ -102,6 +118,8 @@ expect_usage_error "--mode=mpi needs the program started by mpirun" --mode=mpi -
 # As under mpirun -np 2 (the mode is mpi there; the error comes before MPI starts).
 OMPI_COMM_WORLD_SIZE=2 expect_usage_error "--workers cannot be used with --mode=mpi" --workers=2
 expect_usage_error "not expected: --no_such_flag" --no_such_flag
+expect_usage_error "--log_every writes its rows to the --metrics file" --log_every=5
+expect_usage_error "--log_every must not be negative, got -1" --log_every=-1 --metrics="$dir/n.jsonl"
 expect_usage_error "--hidden" --hidden=12,x
 expect_usage_error "--metrics=/nonexistent/dir/m.jsonl: directory /nonexistent/dir does not exist" \
   --metrics=/nonexistent/dir/m.jsonl

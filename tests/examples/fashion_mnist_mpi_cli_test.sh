@@ -3,6 +3,7 @@
 # training over all ranks (mode mpi), and its output, merged by mpirun into
 # one stream, is plain lines from rank 0 only, one per epoch, though Open MPI
 # gives every rank a pseudo-terminal. --mode=threads there is a usage error.
+# --log_every's step rows come from rank 0 alone, one per step.
 set -u
 unset TEST_PREMATURE_EXIT_FILE XML_OUTPUT_FILE
 export TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}  # Open MPI's session directory
@@ -22,6 +23,16 @@ grep -q $'\r' "$log" && fail "carriage returns (a live progress line) in mpirun'
 grep -q $'\e' "$log" && fail "escape sequences in mpirun's output"
 [ "$(grep -c '^epoch ' "$log")" = 2 ] || fail "not one line per epoch"
 echo "ok: mpirun -np 2 trains one job in mode mpi, one plain line per epoch"
+
+"${mpi[@]}" "$bin" --epochs=1 --max_train=500 --max_test=100 --hidden=8 --batch_size=50 \
+  --max_steps=3 --log_every=1 --metrics="$TMPDIR/s.jsonl" >"$log" 2>&1 \
+  || fail "mpirun -np 2 with --log_every exited non-zero"
+for n in 1 2 3; do
+  [ "$(grep -c "^{\"epoch\":1,\"step\":$n,.*\"grad_norm\":[0-9].*\"kind\":\"step\"}$" \
+    "$TMPDIR/s.jsonl")" = 1 ] || fail "not one row for step $n: $(cat "$TMPDIR/s.jsonl")"
+done
+[ "$(grep -c '"kind":"step"' "$TMPDIR/s.jsonl")" = 3 ] || fail "step rows: $(cat "$TMPDIR/s.jsonl")"
+echo "ok: --log_every under mpirun: one step row per step, from rank 0"
 
 "${mpi[@]}" "$bin" --mode=threads --epochs=1 --max_train=200 --max_test=100 >"$log" 2>&1 \
   && fail "--mode=threads under mpirun succeeded"

@@ -4,13 +4,21 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "core/check.h"
+#include "core/profile_range.h"
+#include "report/metrics_log.h"
 
 namespace tandem {
 namespace {
@@ -62,6 +70,121 @@ TEST(FashionMnistTrainTest, WorkerCountDoesNotChangeTheResult) {
   }
   std::cout << "max |1 worker - 3 workers| after an epoch: " << worst << "\n";
   EXPECT_LT(worst, 1e-4);
+}
+
+// --log_every: step rows whose loss and gradient norm describe the global
+// batch, so any worker count logs the same figures; the epoch's loss is the
+// mean of its steps' losses.
+std::vector<MetricsRow> StepRows(const std::string& path) {
+  std::vector<MetricsRow> steps;
+  for (MetricsRow& row : ReadMetricsLog(path)) {
+    if (row.String("kind") == "step") steps.push_back(std::move(row));
+  }
+  return steps;
+}
+
+TEST(FashionMnistTrainTest, StepRowsDescribeTheGlobalBatchForAnyWorkerCount) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainConfig c = Small();
+  c.epochs = 1;
+  c.max_train = 600;
+  c.max_steps = 6;
+  c.log_every = 2;
+  const std::string dir = std::string(getenv("TEST_TMPDIR"));
+  c.metrics_path = dir + "/steps_one.jsonl";
+  std::ostringstream log;
+  TrainFashionMnist(c, log);
+  c.launch.workers = 3;
+  c.metrics_path = dir + "/steps_three.jsonl";
+  TrainFashionMnist(c, log);
+  const std::vector<MetricsRow> one = StepRows(dir + "/steps_one.jsonl");
+  const std::vector<MetricsRow> three = StepRows(dir + "/steps_three.jsonl");
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(three.size(), 3u);
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].Number("step"), 2.0 * (i + 1));
+    EXPECT_EQ(one[i].Number("epoch"), 1.0);
+    EXPECT_EQ(three[i].Number("step"), one[i].Number("step"));
+    EXPECT_EQ(three[i].Number("lr"), one[i].Number("lr"));
+    EXPECT_NEAR(three[i].Number("loss"), one[i].Number("loss"), 1e-5);
+    EXPECT_NEAR(three[i].Number("grad_norm"), one[i].Number("grad_norm"),
+                1e-4 * one[i].Number("grad_norm"));
+    EXPECT_GT(one[i].Number("grad_norm"), 0.0);
+    EXPECT_GT(one[i].Number("samples_per_second"), 0.0);
+  }
+  EXPECT_LT(one.back().Number("loss"), one.front().Number("loss"));
+  // Every step logged: their mean is the epoch row's training loss.
+  c.log_every = 1;
+  c.launch.workers = 2;
+  c.metrics_path = dir + "/steps_all.jsonl";
+  TrainFashionMnist(c, log);
+  double sum = 0;
+  const std::vector<MetricsRow> all = StepRows(c.metrics_path);
+  ASSERT_EQ(all.size(), 6u);
+  for (const MetricsRow& row : all) sum += row.Number("loss");
+  double epoch_loss = NAN;
+  for (const MetricsRow& row : ReadMetricsLog(c.metrics_path)) {
+    if (row.String("split") == "train") epoch_loss = row.Number("loss");
+  }
+  EXPECT_NEAR(sum / all.size(), epoch_loss, 1e-6);
+}
+
+// The profiler ranges of one step (core/profile_range.h, seen through its
+// test listener): on each worker thread, the step holds the layers' forward
+// and backward, the loss, the bucket all-reduces (inside the backward of the
+// layer that completed the bucket) and the optimizer's updates, every range
+// closed in the order opened.
+TEST(FashionMnistTrainTest, AStepEmitsNestedProfileRanges) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainConfig c = Small();
+  c.epochs = 1;
+  c.max_train = 200;
+  c.max_steps = 1;
+  c.launch.workers = 2;
+  std::mutex mutex;
+  std::map<std::thread::id, std::vector<std::string>> open, seen;
+  std::vector<std::string> errors;
+  SetProfileRangeListenerForTesting([&](const char* name, bool push) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<std::string>& stack = open[std::this_thread::get_id()];
+    if (push) {
+      const std::string path = (stack.empty() ? "" : stack.back() + " > ") + name;
+      stack.push_back(path);
+      seen[std::this_thread::get_id()].push_back(path);
+    } else if (stack.empty() || stack.back().size() < std::strlen(name) ||
+               stack.back().compare(stack.back().size() - std::strlen(name), std::string::npos,
+                                    name) != 0) {
+      errors.push_back(std::string("ended '") + name + "' out of order");
+    } else {
+      stack.pop_back();
+    }
+  });
+  std::ostringstream log;
+  TrainFashionMnist(c, log);
+  SetProfileRangeListenerForTesting(nullptr);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  int workers = 0;
+  for (const auto& [thread, paths] : seen) {
+    EXPECT_TRUE(open[thread].empty()) << open[thread].back() << " never ended";
+    if (std::find(paths.begin(), paths.end(), "step 1") == paths.end()) continue;
+    ++workers;
+    for (const char* expected :
+         {"step 1 > forward fc1", "step 1 > forward fc2", "step 1 > loss",
+          "step 1 > backward fc2", "step 1 > backward fc1",
+          "step 1 > wait for reductions and updates"}) {
+      EXPECT_NE(std::find(paths.begin(), paths.end(), expected), paths.end()) << expected;
+    }
+    // One bucket (the model is small): its all-reduce starts inside fc1's
+    // backward, which completes it, and AdamW updates it after the reduction.
+    int reduces = 0, updates = 0;
+    for (const std::string& p : paths) {
+      reduces += p.rfind("step 1 > backward fc1 > all-reduce bucket 0 (", 0) == 0;
+      updates += p.find("after all-reduce bucket 0 > AdamW update") != std::string::npos;
+    }
+    EXPECT_EQ(reduces, 1);
+    EXPECT_EQ(updates, 1);
+  }
+  EXPECT_EQ(workers, 2);
 }
 
 // Interrupt a run at step 7 (checkpoint there), resume it, and compare with
@@ -228,6 +351,11 @@ TEST(FashionMnistTrainTest, BadConfigurationNamesTheFlag) {
   c.metrics_path = "/nonexistent/m.jsonl";
   EXPECT_EQ(ErrorOf(c), "--metrics=/nonexistent/m.jsonl: directory /nonexistent does not "
                         "exist; create it or choose another path");
+  c = Small();
+  c.log_every = 10;
+  EXPECT_EQ(ErrorOf(c), "--log_every writes its rows to the --metrics file: give --metrics=FILE too");
+  c.log_every = -1;
+  EXPECT_EQ(ErrorOf(c), "--log_every must not be negative, got -1");
   c = Small();
   c.launch.device = "tpu";
   EXPECT_NE(ErrorOf(c).find("--device=tpu is not a device"), std::string::npos);

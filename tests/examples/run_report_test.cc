@@ -83,5 +83,34 @@ TEST(RunReportTest, AResumedRunAppendsAndPlotsTheWholeRun) {
   EXPECT_EQ(Count(svg, "<circle"), 3 * 4 + 2);
 }
 
+// --log_every's rows: one JSON line per step, in a fixed format, which a
+// resumed run's plot leaves out (they are not epochs).
+TEST(RunReportTest, StepRowsAreLoggedAndNotPlotted) {
+  const TrainConfig c = Config("steps");
+  {
+    RunReport report(c, "t", std::nullopt);
+    report.Step({10, 1, 0.5, 1e-3, 2000, 1.25});
+    report.Epoch(Stats(1, 0.6), 10, 1e-3);
+    report.Step({20, 2, 0.25, 5e-4, 2500, 0.5});
+  }
+  const std::string log = Slurp(c.metrics_path);
+  EXPECT_EQ(log.substr(0, log.find('\n')),
+            "{\"epoch\":1,\"step\":10,\"loss\":0.5,\"lr\":0.001,"
+            "\"samples_per_second\":2000,\"grad_norm\":1.25,\"kind\":\"step\"}");
+  EXPECT_EQ(Count(log, "\"kind\":\"step\""), 2);
+  RunReport resumed(c, "t", /*resumed_after=*/1);
+  EXPECT_EQ(resumed.plotted_epochs(), 1);  // epoch 1 only, from its epoch rows
+  resumed.Epoch(Stats(2, 0.4), 20, 1e-3);
+  const std::string svg = Slurp(c.plot_path);
+  EXPECT_EQ(Count(svg, "<circle"), 2 * 4 + 2);
+}
+
+TEST(RunReportTest, StepRowsNeedAMetricsFile) {
+  TrainConfig c;
+  RunReport report(c, "t", std::nullopt);
+  report.Step({10, 1, 0.5, 1e-3, 2000, 1.25});  // nothing to write to: nothing happens
+  EXPECT_EQ(report.plotted_epochs(), 0);
+}
+
 }  // namespace
 }  // namespace tandem
