@@ -14,8 +14,10 @@
 namespace tandem {
 namespace {
 
-// The tool's path in this test's runfiles.
+// The tool's path: $FAKE_NVTX_TOOL where set (tools/device/run_tests.sh,
+// which runs the binaries without Bazel), else in this test's runfiles.
 std::string ToolPath() {
+  if (const char* given = std::getenv("FAKE_NVTX_TOOL")) return given;
   const char* runfiles = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
   if (runfiles == nullptr || workspace == nullptr) return "";
@@ -24,7 +26,8 @@ std::string ToolPath() {
 
 TEST(ProfileRangeNvtxTest, AnAttachedToolSeesEveryRange) {
   const std::string path = ToolPath();
-  ASSERT_FALSE(path.empty()) << "run this test with bazel test (it needs TEST_SRCDIR)";
+  ASSERT_FALSE(path.empty())
+      << "run this test with bazel test (it needs TEST_SRCDIR), or set FAKE_NVTX_TOOL";
   // Before the first range, which is when NVTX looks for a tool.
   ASSERT_EQ(setenv("NVTX_INJECTION64_PATH", path.c_str(), /*overwrite=*/1), 0);
   {

@@ -16,6 +16,8 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0 GTEST_COLOR=no
 # Tests that size work by wall time shrink it under the tool (pipeline_gpu_test).
 export TANDEM_UNDER_SANITIZER=1
+# The stand-in profiler that profile_range_nvtx_test loads.
+export FAKE_NVTX_TOOL=$PWD/bin/tests_core__libfake_nvtx_tool.so
 logs=${logs:-/tmp/tandem_logs}; mkdir -p "$logs"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 limit=${SANITIZE_TIMEOUT:-400}
@@ -53,6 +55,7 @@ for tool in memcheck racecheck; do
   for b in bin/tests_core__* bin/tests_data__* bin/tests_io__* bin/tests_core_cuda__* bin/tests_layers__* \
            bin/tests_examples__custom_layer_test; do
     [ -x "$b" ] || continue
+    case "$b" in *.so) continue;; esac  # a test's data, not a test
     run $tool "$(basename $b)" "$cs" --tool $tool --error-exitcode 3 "$b" --gtest_filter="$filter"
   done
   for b in bin/tests_parallel__gpu_reducer_test bin/tests_parallel__nccl_communicator_test \
