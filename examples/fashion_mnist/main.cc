@@ -6,6 +6,9 @@
 // The last line printed is `test_accuracy=0.xxxx`. Exit status: 0 when
 // training ends, 1 when it fails, 2 for a usage error (examples/
 // fashion_mnist/flags.h).
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 
@@ -13,6 +16,15 @@
 #include "examples/fashion_mnist/train.h"
 
 int main(int argc, char** argv) {
+  // `bazel run` starts the program in its runfiles folder and names the
+  // user's folder here: relative paths in flags then mean what they say.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
+    if (chdir(dir) != 0) {
+      std::cerr << "error: cannot enter " << dir << " (BUILD_WORKING_DIRECTORY, set by bazel run)"
+                << std::endl;
+      return 1;
+    }
+  }
   tandem::TrainConfig config;
   if (const std::optional<int> exit_code =
           tandem::ParseCommandLine(argc, argv, config, std::cout, std::cerr)) {

@@ -18,5 +18,12 @@ run gpu1_bf16 bin/examples__fashion_mnist --data_dir=data --device=cuda --precis
 run gpu2_threads bin/examples__fashion_mnist --data_dir=data --device=cuda --workers=2 --quiet
 run gpu2_mpi mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
   bin/examples__fashion_mnist --data_dir=data --device=cuda --mode=mpi --quiet
+# Nsight Systems, where the machine has it (docs/gpus.md): the NVTX ranges.
+if command -v nsys > /dev/null; then
+  [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+    { mkdir -p /usr/share/datasets/fashion-mnist && cp data/*.gz /usr/share/datasets/fashion-mnist/; }
+  run nsys nsys profile -t cuda,nvtx -o fashion_mnist bin/examples__fashion_mnist --device=cuda --workers=2 --max_steps=50
+  run nsys_stats nsys stats --report nvtx_sum fashion_mnist.nsys-rep
+fi
 run gpu2_trace bin/examples__fashion_mnist --data_dir=data --device=cuda --workers=2 \
   --epochs=1 --trace="$out/trace_gpu2.json" --trace_steps=3 --quiet
