@@ -51,17 +51,24 @@ if [[ "$runtime" != /* ]]; then
   exit 2
 fi
 
-mkdir -p "$FUZZ_DIR/obj" "$FUZZ_DIR/artifacts"
+mkdir -p "$FUZZ_DIR/obj" "$FUZZ_DIR/artifacts" "$FUZZ_DIR/include/local_cuda"
+# What Bazel's @local_cuda repository generates, for this CPU-only build.
+cat > "$FUZZ_DIR/include/local_cuda/config.h" <<'HEADER'
+#ifndef TANDEM_LOCAL_CUDA_CONFIG_H_
+#define TANDEM_LOCAL_CUDA_CONFIG_H_
+#define TANDEM_CUDA_WHY_NOT "tools/fuzz.sh builds the CPU backend only"
+#endif  // TANDEM_LOCAL_CUDA_CONFIG_H_
+HEADER
 SAN=(-fsanitize="${FUZZ_SANITIZERS:-address,undefined}"
      -fno-sanitize-recover=undefined)
 # The project's flags (tools/build_defs.bzl), -O1 -g for useful stacks.
 CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
-          -ffp-contract=off -I. -isystem /usr/include/eigen3 "${SAN[@]}")
+          -ffp-contract=off -I. -I"$FUZZ_DIR/include" -isystem /usr/include/eigen3 "${SAN[@]}")
 
 # What the readers link against: compiled with the sanitizers but without
 # coverage, so libFuzzer steers by the readers' branches, not Eigen's.
 LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/dtype.cc core/lane.cc
-             core/backend_registry.cc core/tensor.cc core/ops.cc core/rng.cc
+             core/backend_registry.cc core/tensor.cc core/ops.cc core/rng.cc core/profile_range.cc
              core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc core/cpu/cpu_math.cc
              layers/layer.cc layers/optimizer.cc layers/dropout.cc
              layers/sequential.cc)
