@@ -6,4 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
-exec bazel run -c opt //examples:fashion_mnist -- --mode=threads --workers=2 "$@"
+# No Bazel server is left running afterwards.
+trap 'bazel shutdown 2> /dev/null || true' EXIT
+bazel run -c opt //examples:fashion_mnist -- --mode=threads --workers=2 "$@"
