@@ -30,7 +30,21 @@ const char* ActivationName(Activation activation);
 // Parses "identity", "relu", "gelu" or "tanh".
 Activation ParseActivation(const std::string& name);
 
-enum class BinaryOp { kAdd, kSub, kMul };
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+
+// The element-wise functions of Backend::Unary (core/ops_math.h): exp,
+// natural log, square root, 1 / sqrt(x) and 1 / x, in float32.
+enum class UnaryOp { kExp, kLog, kSqrt, kRsqrt, kReciprocal };
+
+// How a vector v is laid against a matrix x [rows, cols] in the broadcast
+// ops (core/ops_math.h), as numpy broadcasts v[None, :] and v[:, None]:
+enum class Broadcast {
+  kRow,     // v is [cols], one row for every row: out[r, c] = x[r, c] op v[c]
+  kColumn,  // v is [rows], one column for every column: out[r, c] = x[r, c] op v[r]
+};
+
+// What Backend::RowReduce makes of each row of x [rows, cols].
+enum class RowReduction { kSum, kMean, kMax, kVariance };
 
 struct SgdParams {
   float lr = 0.01f;
@@ -127,6 +141,8 @@ class Backend {
   // out[c] = beta * out[c] + alpha * sum_r x[r, c], summed in float32.
   virtual void ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
                           float alpha, float beta, Ptr out) = 0;
+  // out = a op b, element-wise (kDiv: an IEEE division); a, b and out of
+  // one dtype; out may be a or b.
   virtual void Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
                       int64_t n) = 0;
   // y += alpha * x.
@@ -179,6 +195,69 @@ class Backend {
   virtual void AdamWUpdate(const Lane& lane, const AdamWParams& params,
                            int64_t step, float* param, CPtr grad, float* m,
                            float* v, Ptr working, int64_t n) = 0;
+
+  // ---- The math for custom layers (core/ops_math.h) ----
+  // Element-wise functions, broadcasts, row reductions, softmax, transpose
+  // and row gather/scatter. Arithmetic in float32, each result rounded once
+  // into its operand's dtype; sums keep float32 accumulators. Each queues
+  // on `lane` only, with no scratch memory and no host wait, so any lane
+  // may run it.
+
+  // out = op(x), element-wise; x and out of one dtype; out may be x.
+  virtual void Unary(const Lane& lane, UnaryOp op, CPtr x, Ptr out, int64_t n) = 0;
+  // out = x op s, element-wise (kMul: x * s); x and out of one dtype; out
+  // may be x.
+  virtual void BinaryScalar(const Lane& lane, BinaryOp op, CPtr x, float s, Ptr out,
+                            int64_t n) = 0;
+  // out[r, c] = x[r, c] op v[c] (Broadcast::kRow) or x[r, c] op v[r]
+  // (Broadcast::kColumn); x, v and out of one dtype; out may be x, not v.
+  virtual void BroadcastBinary(const Lane& lane, BinaryOp op, Broadcast how, CPtr x,
+                               CPtr v, Ptr out, int64_t rows, int64_t cols) = 0;
+  // out[r] = the reduction of x[r, :] (cols > 0): the sum, the mean, the
+  // maximum (NaN if the row holds a NaN; kernel_math::MaxOrNan) or the
+  // population variance (mean of squared deviations from the mean, two
+  // passes). float32 accumulators; x and out each of either dtype.
+  virtual void RowReduce(const Lane& lane, RowReduction op, CPtr x, int64_t rows,
+                         int64_t cols, Ptr out) = 0;
+  // out[r, :] = softmax(x[r, :]) = exp(x - max) / sum exp(x - max), in
+  // float32 (cols > 0); x and out of one dtype; out may be x.
+  virtual void Softmax(const Lane& lane, CPtr x, Ptr out, int64_t rows, int64_t cols) = 0;
+  // out [cols, rows] = x [rows, cols] transposed; one dtype; no overlap.
+  virtual void Transpose(const Lane& lane, CPtr x, Ptr out, int64_t rows,
+                         int64_t cols) = 0;
+  // out[i, :] = table[indices[i], :] for i < n; table [table_rows, cols] and
+  // out [n, cols] of one dtype; indices float32 whole numbers. The CPU
+  // throws for an index that is not a row of the table, before writing
+  // anything; a GPU fills that row of out with NaN.
+  virtual void GatherRows(const Lane& lane, CPtr table, int64_t table_rows,
+                          const float* indices, int64_t n, int64_t cols, Ptr out) = 0;
+  // table[indices[i], :] += src[i, :] for i < n, each table row summed in
+  // float32 in the order of i (table row first) and rounded once:
+  // deterministic, the same bits on both backends. src [n, cols] and table
+  // [table_rows, cols] each of either dtype. The CPU throws for a bad index
+  // before writing anything; a GPU skips that position.
+  virtual void ScatterAddRows(const Lane& lane, CPtr src, const float* indices, int64_t n,
+                              int64_t cols, Ptr table, int64_t table_rows) = 0;
+
+  // ---- Layer normalisation (core/ops_layer_norm.h) ----
+  // Per row of x [rows, cols] (cols > 0): mean[r] and the population
+  // variance var[r] of x[r, :] in float32 (two passes), rstd[r] = 1 /
+  // sqrt(var[r] + eps), and y[r, c] = (x[r, c] - mean[r]) * rstd[r] *
+  // weight[c] + bias[c], rounded once. x, weight [cols], bias [cols] and y
+  // of one dtype; mean and rstd float32 [rows]; y apart from x. Queued on
+  // `lane` only, no scratch memory, no host wait.
+  virtual void LayerNormForward(const Lane& lane, CPtr x, CPtr weight, CPtr bias, float eps,
+                                int64_t rows, int64_t cols, Ptr y, float* mean,
+                                float* rstd) = 0;
+  // The gradients of LayerNormForward from dy [rows, cols], with xhat =
+  // (x - mean) rstd and g = dy * weight: dx[r, :] = rstd[r] (g - mean(g) -
+  // xhat mean(g xhat)), written (skipped when dx.data is null);
+  // dweight[c] += sum_r dy xhat and dbias[c] += sum_r dy, float32 [cols],
+  // added (each skipped when null). x, dy, weight and dx of one dtype; sums
+  // in float32, in an order fixed by the shape. Queued on `lane` only.
+  virtual void LayerNormBackward(const Lane& lane, CPtr x, CPtr dy, CPtr weight,
+                                 const float* mean, const float* rstd, int64_t rows,
+                                 int64_t cols, Ptr dx, float* dweight, float* dbias) = 0;
 };
 
 }  // namespace tandem

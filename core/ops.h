@@ -22,7 +22,13 @@
 // Aliasing: an output may be the same tensor as an input of the same shape
 // in the element-wise ops (Add, Sub, Mul, Axpy, Scale, ActivationForward,
 // ActivationBackward, BiasActivation's x and out, the updates' param); GEMM
-// outputs must not overlap a or b (GemmOptions::c may be d).
+// outputs must not overlap a or b (GemmOptions::c may be d). The math ops
+// (core/ops_math.h, included here) say so per op: the element-wise ones,
+// Div, the scalar ops, the broadcasts (out may be x, not v) and Softmax may
+// write in place; the row reductions, Transpose, GatherRows and
+// ScatterAddRows (table must not overlap src or the indices) may not, and
+// they check it. So may not the layer-norm ops (core/ops_layer_norm.h,
+// included here): their outputs overlap no input.
 #ifndef TANDEM_CORE_OPS_H_
 #define TANDEM_CORE_OPS_H_
 
@@ -30,6 +36,8 @@
 
 #include "core/backend.h"
 #include "core/lane.h"
+#include "core/ops_math.h"  // the math ops for custom layers, part of this op set
+#include "core/ops_layer_norm.h"  // fused layer normalisation, part of this op set
 #include "core/tensor.h"
 
 namespace tandem {

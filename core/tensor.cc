@@ -63,6 +63,19 @@ Storage::~Storage() {
   context_->allocator().Free(data_, bytes_);
 }
 
+// Note [Tensor versions]
+// A storage's version counts the writes ops queue on it: each op takes its
+// outputs' pointers through Tensor::mutable_ptr() or mutable_data(), which
+// add one, on the host, when the op is queued (not when a device runs it),
+// so the count follows program order on every device at the cost of one
+// relaxed atomic increment per output. Views share the storage and so its
+// count: writing any view of a storage changes the version of all. A fresh
+// tensor starts at 0 whatever Full or FromVector wrote into it. Layers
+// record a tensor's version when they keep it for Backward and check it
+// there (layers/saved_tensor.h), as PyTorch's saved-variable version
+// counters do. Writes through raw pointers (data(), raw_data(), a
+// backend's own copies) are not counted.
+
 Tensor::Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, DType dtype)
     : storage_(std::move(storage)), offset_(offset), shape_(std::move(shape)), dtype_(dtype) {}
 
@@ -186,6 +199,7 @@ void Tensor::CopyFrom(const Tensor& src, const Lane& lane) {
       << DTypeName(dtype_) << " (ops::Cast converts)";
   const size_t bytes = this->bytes();
   if (bytes == 0) return;
+  storage_->BumpVersion();  // See Note [Tensor versions].
   const Device from = src.device();
   const Device to = device();
   const Device lane_device = to.is_cpu() ? from : to;

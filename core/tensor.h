@@ -20,9 +20,19 @@
 // Copies and host reads run on the main lane of the tensor's device
 // (core/lane.h): work on other lanes must be ordered before them
 // (ops::WaitFor).
+//
+// Every op that writes a tensor counts the write in its storage's version
+// (version(), shared by all views of the storage), so a layer can tell that
+// a tensor it kept for Backward was overwritten in place since
+// (layers/saved_tensor.h):
+//
+//   uint64_t v = y.version();
+//   ops::Add(x, y, y);          // y.version() == v + 1
+//   ops::Add(x, y, z);          // reads y: y.version() unchanged
 #ifndef TANDEM_CORE_TENSOR_H_
 #define TANDEM_CORE_TENSOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +67,9 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   Backend& backend() const { return *context_; }
+  // See Note [Tensor versions] in tensor.cc.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void BumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   Device device_;
@@ -64,6 +77,7 @@ class Storage {
   std::shared_ptr<Backend> context_;
   char* data_;
   std::function<void()> release_;  // set for wrapped memory instead
+  std::atomic<uint64_t> version_{0};
 };
 
 class Tensor {
@@ -107,6 +121,23 @@ class Tensor {
   void* raw_data() const;
   // The operand as backends take it (core/dtype.h).
   Ptr ptr() const { return Ptr{raw_data(), dtype_}; }
+  // ptr() and data() for an op that writes the elements: they count the
+  // write in version(). Every op in core/ops.h writes its outputs through
+  // them; a write through ptr(), data() or raw_data() is not counted.
+  Ptr mutable_ptr() const {
+    const Ptr p = ptr();
+    storage_->BumpVersion();
+    return p;
+  }
+  float* mutable_data() const {
+    float* p = data();
+    storage_->BumpVersion();
+    return p;
+  }
+  // How many counted writes the storage under this tensor has had (through
+  // this tensor or any view sharing its storage); 0 when undefined. See
+  // Note [Tensor versions] in tensor.cc.
+  uint64_t version() const { return storage_ != nullptr ? storage_->version() : 0; }
 
   // Rows [begin, end) along dimension 0, sharing storage.
   Tensor Slice(int64_t begin, int64_t end) const;

@@ -68,9 +68,11 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 # What the readers link against: compiled with the sanitizers but without
 # coverage, so libFuzzer steers by the readers' branches, not Eigen's.
 LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/dtype.cc core/lane.cc
-             core/backend_registry.cc core/tensor.cc core/ops.cc core/rng.cc core/profile_range.cc
+             core/backend_registry.cc core/tensor.cc core/ops.cc core/ops_math.cc
+             core/ops_layer_norm.cc core/rng.cc core/profile_range.cc
              core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc core/cpu/cpu_math.cc
-             layers/layer.cc layers/optimizer.cc layers/dropout.cc
+             core/cpu/cpu_math_ops.cc core/cpu/cpu_layer_norm.cc
+             layers/layer.cc layers/optimizer.cc layers/dropout.cc layers/saved_tensor.cc
              layers/sequential.cc)
 # The code under test, with coverage instrumentation.
 FUZZED_SOURCES=(data/idx_reader.cc io/checkpoint.cc io/checkpoint_format.cc

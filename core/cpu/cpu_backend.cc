@@ -9,7 +9,9 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_allocator.h"
+#include "core/cpu/cpu_layer_norm.h"
 #include "core/cpu/cpu_math.h"
+#include "core/cpu/cpu_math_ops.h"
 #include "core/kernel_math.h"
 
 namespace tandem {
@@ -261,6 +263,75 @@ class CpuBackend : public Backend {
     In G(grad, n);
     math::AdamWUpdate(params, step, param, G.get(), m, v, n);
     WriteWorking(param, working, n);
+  }
+
+  // ---- The math of core/ops_math.h (core/cpu/cpu_math_ops.h).
+
+  void Unary(const Lane&, UnaryOp op, CPtr x, Ptr out, int64_t n) override {
+    In X(x, n);
+    Out O(out, n, false);
+    math::Unary(op, X.get(), O.get(), n);
+  }
+
+  void BinaryScalar(const Lane&, BinaryOp op, CPtr x, float s, Ptr out, int64_t n) override {
+    In X(x, n);
+    Out O(out, n, false);
+    math::BinaryScalar(op, X.get(), s, O.get(), n);
+  }
+
+  void BroadcastBinary(const Lane&, BinaryOp op, Broadcast how, CPtr x, CPtr v, Ptr out,
+                       int64_t rows, int64_t cols) override {
+    In X(x, rows * cols), V(v, how == Broadcast::kRow ? cols : rows);
+    Out O(out, rows * cols, false);
+    math::BroadcastBinary(op, how, X.get(), V.get(), O.get(), rows, cols);
+  }
+
+  void RowReduce(const Lane&, RowReduction op, CPtr x, int64_t rows, int64_t cols,
+                 Ptr out) override {
+    In X(x, rows * cols);
+    Out O(out, rows, false);
+    math::RowReduce(op, X.get(), rows, cols, O.get());
+  }
+
+  void Softmax(const Lane&, CPtr x, Ptr out, int64_t rows, int64_t cols) override {
+    In X(x, rows * cols);
+    Out O(out, rows * cols, false);
+    math::Softmax(X.get(), O.get(), rows, cols);
+  }
+
+  void Transpose(const Lane&, CPtr x, Ptr out, int64_t rows, int64_t cols) override {
+    math::Transpose(x.data, out.data, rows, cols, SizeOf(x.dtype));
+  }
+
+  void GatherRows(const Lane&, CPtr table, int64_t table_rows, const float* indices,
+                  int64_t n, int64_t cols, Ptr out) override {
+    math::CheckRowIndices("GatherRows", indices, n, table_rows);
+    math::GatherRows(table.data, indices, n, cols, SizeOf(table.dtype), out.data);
+  }
+
+  void ScatterAddRows(const Lane&, CPtr src, const float* indices, int64_t n, int64_t cols,
+                      Ptr table, int64_t table_rows) override {
+    math::CheckRowIndices("ScatterAddRows", indices, n, table_rows);
+    In S(src, n * cols);
+    math::ScatterAddRows(S.get(), indices, n, cols, table);
+  }
+
+  // ---- Layer normalisation (core/cpu/cpu_layer_norm.h).
+
+  void LayerNormForward(const Lane&, CPtr x, CPtr weight, CPtr bias, float eps, int64_t rows,
+                        int64_t cols, Ptr y, float* mean, float* rstd) override {
+    In X(x, rows * cols), W(weight, cols), B(bias, cols);
+    Out Y(y, rows * cols, false);
+    math::LayerNormForward(X.get(), W.get(), B.get(), eps, rows, cols, Y.get(), mean, rstd);
+  }
+
+  void LayerNormBackward(const Lane&, CPtr x, CPtr dy, CPtr weight, const float* mean,
+                         const float* rstd, int64_t rows, int64_t cols, Ptr dx,
+                         float* dweight, float* dbias) override {
+    In X(x, rows * cols), G(dy, rows * cols), W(weight, cols);
+    Out DX(dx, rows * cols, false);
+    math::LayerNormBackward(X.get(), G.get(), W.get(), mean, rstd, rows, cols, DX.get(),
+                            dweight, dbias);
   }
 
  private:

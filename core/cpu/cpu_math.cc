@@ -88,6 +88,7 @@ void Binary(BinaryOp op, const float* a, const float* b, float* out, int64_t n) 
     case BinaryOp::kAdd: O = A + B; break;
     case BinaryOp::kSub: O = A - B; break;
     case BinaryOp::kMul: O = A.cwiseProduct(B); break;
+    case BinaryOp::kDiv: O = A.cwiseQuotient(B); break;
   }
 }
 

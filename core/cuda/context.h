@@ -158,6 +158,28 @@ class CudaContext : public Backend {
                    float* param, CPtr grad, float* m, float* v, Ptr working,
                    int64_t n) override;
 
+  // The math of core/ops_math.h (cuda_math_ops.cc).
+  void Unary(const Lane& lane, UnaryOp op, CPtr x, Ptr out, int64_t n) override;
+  void BinaryScalar(const Lane& lane, BinaryOp op, CPtr x, float s, Ptr out,
+                    int64_t n) override;
+  void BroadcastBinary(const Lane& lane, BinaryOp op, Broadcast how, CPtr x, CPtr v,
+                       Ptr out, int64_t rows, int64_t cols) override;
+  void RowReduce(const Lane& lane, RowReduction op, CPtr x, int64_t rows, int64_t cols,
+                 Ptr out) override;
+  void Softmax(const Lane& lane, CPtr x, Ptr out, int64_t rows, int64_t cols) override;
+  void Transpose(const Lane& lane, CPtr x, Ptr out, int64_t rows, int64_t cols) override;
+  void GatherRows(const Lane& lane, CPtr table, int64_t table_rows, const float* indices,
+                  int64_t n, int64_t cols, Ptr out) override;
+  void ScatterAddRows(const Lane& lane, CPtr src, const float* indices, int64_t n,
+                      int64_t cols, Ptr table, int64_t table_rows) override;
+
+  // Layer normalisation (core/ops_layer_norm.h; cuda_layer_norm.cc).
+  void LayerNormForward(const Lane& lane, CPtr x, CPtr weight, CPtr bias, float eps,
+                        int64_t rows, int64_t cols, Ptr y, float* mean, float* rstd) override;
+  void LayerNormBackward(const Lane& lane, CPtr x, CPtr dy, CPtr weight, const float* mean,
+                         const float* rstd, int64_t rows, int64_t cols, Ptr dx,
+                         float* dweight, float* dbias) override;
+
  private:
   // The lane's state, checked to belong to this context.
   CudaLane& LaneOf(const Lane& lane, const char* op) const;

@@ -1,7 +1,7 @@
 // Launch geometry, grid-stride indexing and element types shared by the CUDA
 // backend's kernel files (kernels_elementwise.cu, kernels_update.cu,
-// kernels_reduce.cu). Device code only for nvcc; the host launchers' API is
-// core/cuda/kernels.h.
+// kernels_reduce.cu, kernels_math*.cu). Device code only for nvcc; the host
+// launchers' API is core/cuda/kernels.h and core/cuda/kernels_math.h.
 //
 //   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) ...
 //   MyKernel<<<BlocksFor(n), kThreads, 0, stream>>>(...);
@@ -58,6 +58,14 @@ __device__ __forceinline__ int64_t GlobalThread() {
 }
 __device__ __forceinline__ int64_t GridThreads() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Whether a float32 index (a label, a row of a table) is a whole number in
+// [0, count). Checked as a float first: converting NaN or a huge float to an
+// integer is undefined.
+__device__ __forceinline__ bool IsIndexBelow(float index, int64_t count) {
+  return index >= 0.f && index < static_cast<float>(count) && floorf(index) == index &&
+         static_cast<int64_t>(index) < count;
 }
 
 // ---------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 // The CUDA backend's element-wise kernels over float32 and bfloat16: the
 // per-element functors of the map (core/cuda/kernel_map.cuh) for fill,
-// scale, cast, axpy, the binary ops and the activations, and the fused bias
-// + activation. The optimizer updates and dropout are in kernels_update.cu,
-// the reductions in kernels_reduce.cu.
+// scale, cast, axpy, the binary ops (core/elementwise_math.h) and the
+// activations, and the fused bias + activation. The optimizer updates and
+// dropout are in kernels_update.cu, the reductions in kernels_reduce.cu,
+// the math ops of core/ops_math.h in kernels_math*.cu.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +15,7 @@
 #include "core/cuda/kernel_helpers.cuh"
 #include "core/cuda/kernel_map.cuh"
 #include "core/cuda/kernels.h"
+#include "core/elementwise_math.h"
 #include "core/kernel_math.h"
 
 namespace tandem {
@@ -70,9 +72,7 @@ struct AxpyOp {
 template <BinaryOp kOp>
 struct BinaryFn {
   __device__ void operator()(int64_t, float* v) const {
-    if (kOp == BinaryOp::kAdd) v[2] = v[0] + v[1];
-    if (kOp == BinaryOp::kSub) v[2] = v[0] - v[1];
-    if (kOp == BinaryOp::kMul) v[2] = v[0] * v[1];
+    v[2] = kernel_math::ApplyBinary(kOp, v[0], v[1]);
   }
 };
 
@@ -165,6 +165,9 @@ void LaunchBinary(cudaStream_t stream, BinaryOp op, const Slots<3>& s, int64_t n
       return;
     case BinaryOp::kMul:
       LaunchMap<0b011, 0b100, kBf16>(stream, "Mul", s, n, BinaryFn<BinaryOp::kMul>());
+      return;
+    case BinaryOp::kDiv:
+      LaunchMap<0b011, 0b100, kBf16>(stream, "Div", s, n, BinaryFn<BinaryOp::kDiv>());
       return;
   }
   TANDEM_CHECK(false) << "unknown binary op " << static_cast<int>(op);

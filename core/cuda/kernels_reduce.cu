@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/cuda/block_reduce.cuh"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_helpers.cuh"
 #include "core/cuda/kernels.h"
@@ -25,45 +26,6 @@ namespace {
 
 // Threads of the single block that adds up partial sums.
 constexpr int kReduceThreads = 1024;
-
-// ---------------------------------------------------------------------------
-// Block reductions. Every thread gets the result. The order of operations is
-// fixed by blockDim alone, so results are reproducible bit for bit.
-
-struct SumOp {
-  template <typename T>
-  __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-template <typename T, typename Op>
-__device__ T WarpAllReduce(T value, Op op) {
-  // A butterfly: lane l combines with lane l ^ offset, and a + b == b + a in
-  // IEEE arithmetic, so all lanes end with the same bits.
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  }
-  return value;
-}
-
-// blockDim.x must be a multiple of 32, at most 1024; `shared` holds 32 T.
-template <typename T, typename Op>
-__device__ T BlockAllReduce(T value, Op op, T identity, T* shared) {
-  value = WarpAllReduce(value, op);
-  const int warps = blockDim.x / 32;
-  if (warps == 1) return value;
-  const int lane = threadIdx.x % 32;
-  __syncthreads();  // `shared` may still be read by a previous reduction
-  if (lane == 0) shared[threadIdx.x / 32] = value;
-  __syncthreads();
-  value = lane < warps ? shared[lane] : identity;
-  return WarpAllReduce(value, op);
-}
 
 // The first maximum: a larger value wins, equal values go to the smaller
 // index. Threads past the row's end hold (-inf, INT64_MAX), which never wins
@@ -118,28 +80,9 @@ __device__ int64_t BlockArgmax(const T* row, int64_t cols, ArgmaxPair* shared) {
   return shared[0].index;
 }
 
-// One block per row: enough threads to cover the row, 32 to 256.
-int RowThreads(int64_t cols) {
-  int threads = 32;
-  while (threads < 256 && threads < cols) threads *= 2;
-  return threads;
-}
-
 // One double per row (at least one), for per-row partials.
 size_t PerRowScratchBytes(int64_t rows) {
   return static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(double);
-}
-
-void CheckRows(const char* op, int64_t rows) {
-  TANDEM_CHECK(rows <= std::numeric_limits<int>::max())
-      << op << ": " << rows << " rows exceed the CUDA grid limit";
-}
-
-// A label is valid when it is a whole number in [0, classes). Checked as a
-// float first: converting NaN or a huge float to an integer is undefined.
-__device__ bool ValidLabel(float label, int64_t classes) {
-  return label >= 0.f && label < static_cast<float>(classes) &&
-         floorf(label) == label && static_cast<int64_t>(label) < classes;
 }
 
 // ---------------------------------------------------------------------------
@@ -170,7 +113,7 @@ __global__ void SoftmaxCrossEntropyKernel(const T* logits, const float* labels,
   const double log_sum = log(sum);
 
   const float label = labels[r];
-  const bool valid = ValidLabel(label, classes);
+  const bool valid = IsIndexBelow(label, classes);
   const int64_t target = valid ? static_cast<int64_t>(label) : -1;
   if (threadIdx.x == 0) {
     row_loss[r] = valid ? log_sum - static_cast<double>(ToFloat(row[target]) - row_max)
@@ -203,7 +146,7 @@ __global__ void CorrectKernel(const T* logits, const float* labels,
   const int64_t index = BlockArgmax(logits + r * classes, classes, shared);
   if (threadIdx.x == 0) {
     const float label = labels[r];
-    correct[r] = !ValidLabel(label, classes)
+    correct[r] = !IsIndexBelow(label, classes)
                      ? static_cast<double>(NAN)
                      : (static_cast<int64_t>(label) == index ? 1.0 : 0.0);
   }

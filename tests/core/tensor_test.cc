@@ -110,6 +110,41 @@ TEST_P(TensorTest, EmptyTensorsWork) {
   EXPECT_EQ(t.Clone().shape(), (Shape{0, 4}));
 }
 
+// Note [Tensor versions]: writes count, reads do not, views share the count.
+TEST_P(TensorTest, VersionCountsWritesSharedByViews) {
+  Tensor t = Tensor::FromVector({0, 1, 2, 3, 4, 5}, {3, 2}, device());
+  EXPECT_EQ(t.version(), 0u);
+  EXPECT_EQ(Tensor().version(), 0u);
+  Tensor row = t.Slice(1, 2);
+  Tensor flat = t.Flatten();
+  Tensor shared = t;
+
+  // Reads leave it alone.
+  (void)t.ToVector();
+  (void)t.ptr();
+  (void)t.data();
+  (void)t.raw_data();
+  Tensor copy = t.Clone();
+  EXPECT_EQ(t.version(), 0u);
+  EXPECT_EQ(copy.version(), 1u);  // written by its CopyFrom, a storage of its own
+
+  // A write through a view is a write of the storage: every view sees it.
+  row.CopyFrom(Tensor::FromVector({9, 9}, {1, 2}));
+  EXPECT_EQ(t.version(), 1u);
+  EXPECT_EQ(row.version(), 1u);
+  EXPECT_EQ(flat.version(), 1u);
+  EXPECT_EQ(shared.version(), 1u);
+  (void)t.mutable_ptr();
+  (void)flat.mutable_data();
+  EXPECT_EQ(row.version(), 3u);
+  // The source of a copy is read, not written.
+  Tensor other = Tensor::Zeros({6}, device());
+  other.CopyFrom(t);
+  EXPECT_EQ(t.version(), 3u);
+  EXPECT_EQ(other.version(), 1u);
+  EXPECT_EQ(copy.version(), 1u);
+}
+
 INSTANTIATE_DEVICE_TEST_SUITE_P(TensorTest);
 
 }  // namespace

@@ -1,0 +1,29 @@
+// The CPU backend's loops for layer normalisation (core/ops_layer_norm.h).
+// As in cpu_math.h, they work on float32 arrays: cpu_backend.cc widens
+// bfloat16 operands first and rounds the results back once.
+//
+//   cpu::math::LayerNormForward(x, w, b, 1e-5f, rows, cols, y, mean, rstd);
+//   cpu::math::LayerNormBackward(x, dy, w, mean, rstd, rows, cols, dx, dw, db);
+#ifndef TANDEM_CORE_CPU_CPU_LAYER_NORM_H_
+#define TANDEM_CORE_CPU_CPU_LAYER_NORM_H_
+
+#include <cstdint>
+
+namespace tandem {
+namespace cpu {
+namespace math {
+
+// Backend::LayerNormForward on float32 arrays; sums in column order.
+void LayerNormForward(const float* x, const float* weight, const float* bias, float eps,
+                      int64_t rows, int64_t cols, float* y, float* mean, float* rstd);
+// Backend::LayerNormBackward on float32 arrays: dx written (null: skipped),
+// dweight and dbias added into (each null: skipped), sums in row order.
+void LayerNormBackward(const float* x, const float* dy, const float* weight,
+                       const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                       float* dx, float* dweight, float* dbias);
+
+}  // namespace math
+}  // namespace cpu
+}  // namespace tandem
+
+#endif  // TANDEM_CORE_CPU_CPU_LAYER_NORM_H_
