@@ -10,21 +10,20 @@ std::string ActivationLayer::Describe() const {
 }
 
 Tensor ActivationLayer::Forward(const Tensor& x) {
-  input_ = x;
   Tensor y = Tensor::Empty(x.shape(), x.device(), x.dtype());
   ops::ActivationForward(activation_, x, y);
+  input_.Save(x);
   return y;
 }
 
 Tensor ActivationLayer::Backward(const Tensor& dy) {
-  TANDEM_CHECK(input_.defined()) << "layer '" << name_
-                                 << "': Backward called before Forward";
-  TANDEM_CHECK(dy.shape() == input_.shape())
+  const Tensor& input = input_.Get(*this);
+  TANDEM_CHECK(dy.shape() == input.shape())
       << "layer '" << Describe() << "' got output gradient "
       << ShapeToString(dy.shape()) << ": expected "
-      << ShapeToString(input_.shape());
+      << ShapeToString(input.shape());
   Tensor dx = Tensor::Empty(dy.shape(), dy.device(), dy.dtype());
-  ops::ActivationBackward(activation_, input_, dy, dx);
+  ops::ActivationBackward(activation_, input, dy, dx);
   return dx;
 }
 

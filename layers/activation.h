@@ -13,6 +13,7 @@
 
 #include "core/backend.h"
 #include "layers/layer.h"
+#include "layers/saved_tensor.h"
 
 namespace tandem {
 
@@ -29,7 +30,7 @@ class ActivationLayer : public Layer {
  private:
   std::string name_;
   Activation activation_;
-  Tensor input_;
+  SavedTensor input_{"input"};
 };
 
 std::unique_ptr<Layer> MakeRelu(std::string name);

@@ -18,25 +18,27 @@ std::string Dropout::Describe() const {
 
 Tensor Dropout::Forward(const Tensor& x) {
   if (!training() || p_ == 0.f) {
-    mask_ = Tensor();
+    mask_.Reset();
     return x;
   }
-  mask_ = Tensor::Empty(x.shape(), x.device(), x.dtype());
-  ops::DropoutMask(p_, seed_, offset_, mask_);
+  Tensor mask = Tensor::Empty(x.shape(), x.device(), x.dtype());
+  ops::DropoutMask(p_, seed_, offset_, mask);
   offset_ += static_cast<uint64_t>(x.numel());
   Tensor y = Tensor::Empty(x.shape(), x.device(), x.dtype());
-  ops::Mul(x, mask_, y);
+  ops::Mul(x, mask, y);
+  mask_.Save(mask);
   return y;
 }
 
 Tensor Dropout::Backward(const Tensor& dy) {
   if (!mask_.defined()) return dy;
-  TANDEM_CHECK(dy.shape() == mask_.shape())
+  const Tensor& mask = mask_.Get(*this);
+  TANDEM_CHECK(dy.shape() == mask.shape())
       << "layer '" << Describe() << "' got output gradient "
       << ShapeToString(dy.shape()) << ": expected "
-      << ShapeToString(mask_.shape());
+      << ShapeToString(mask.shape());
   Tensor dx = Tensor::Empty(dy.shape(), dy.device(), dy.dtype());
-  ops::Mul(dy, mask_, dx);
+  ops::Mul(dy, mask, dx);
   return dx;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "layers/layer.h"
+#include "layers/saved_tensor.h"
 
 namespace tandem {
 
@@ -34,7 +35,7 @@ class Dropout : public Layer {
   float p_;
   uint64_t seed_;
   uint64_t offset_ = 0;
-  Tensor mask_;  // undefined in eval mode
+  SavedTensor mask_{"mask"};  // undefined in eval mode
 };
 
 }  // namespace tandem

@@ -30,6 +30,18 @@ Tensor Layer::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   return dx;
 }
 
+void Layer::SetTraining(bool training) {
+  training_ = training;
+  for (Layer* child : Children()) child->SetTraining(training);
+  OnModeChange();
+}
+
+std::vector<Parameter> PrefixedParameters(const std::string& prefix, Layer& layer) {
+  std::vector<Parameter> params = layer.Parameters();
+  for (Parameter& p : params) p.name = prefix + "." + p.name;
+  return params;
+}
+
 void ZeroGrad(Layer& layer) {
   for (Parameter& p : layer.Parameters()) {
     if (p.grad->defined()) ops::Fill(*p.grad, 0.f);

@@ -21,6 +21,16 @@
 // layers that can do better (Linear) override it. Layers know nothing of
 // communication.
 //
+// Keep what Forward saves for Backward (the input, the output) in a
+// SavedTensor (layers/saved_tensor.h): an op that writes into it in place
+// before Backward then makes Backward throw, naming the layer, instead of
+// giving wrong gradients.
+//
+// Layers that contain other layers (Sequential, Residual) list them in
+// Children(): SetTraining reaches every layer below through it, so a
+// Dropout deep inside a model stops dropping at evaluation. Parameter
+// names follow one rule, see Note [Parameter names].
+//
 // See docs/custom_layers.md and examples/custom_layer/.
 #ifndef TANDEM_LAYERS_LAYER_H_
 #define TANDEM_LAYERS_LAYER_H_
@@ -41,6 +51,16 @@ namespace tandem {
 // copy in its compute dtype; `value` is then the float32 master, which
 // optimizers update (writing the working copy in the same pass) and
 // checkpoints keep.
+//
+// Note [Parameter names]
+// A parameter's name keys checkpoints and errors, so a model's names are
+// unique. A leaf layer names its parameters "<layer name>.<what>"
+// ("fc1.weight"). A layer that wraps others (Residual) prefixes its
+// children's names with its own name and a dot ("block1.fc.weight"; use
+// PrefixedParameters). A Sequential adds no prefix, so the model itself
+// (the top Sequential) keeps the names of its layers; a Sequential inside a
+// wrapper gets the wrapper's prefix. Sequential::Add refuses a layer whose
+// parameter names repeat one already in the model, naming both layers.
 struct Parameter {
   std::string name;
   Tensor* value;
@@ -132,16 +152,29 @@ class Layer {
   // Name and configuration, e.g. "fc1 (Linear 784→512)".
   virtual std::string Describe() const { return Name(); }
 
-  void SetTraining(bool training) { training_ = training; OnModeChange(); }
+  // The layers this one contains or wraps, which share its training mode
+  // (Sequential's layers, Residual's inner layer). A wrapper lists them
+  // here; it need not handle the mode itself.
+  virtual std::vector<Layer*> Children() { return {}; }
+
+  // Sets the mode of this layer and of every layer below it (Children()),
+  // each child before its parent's OnModeChange.
+  void SetTraining(bool training);
   bool training() const { return training_; }
 
  protected:
+  // Called by SetTraining after the mode (and the children's) changed: for
+  // layers that act on it at once (a view of another layer that is not its
+  // child, say).
   virtual void OnModeChange() {}
 
  private:
   bool training_ = true;
 };
 
+// `layer`'s parameters with their names prefixed by `prefix` and a dot:
+// what a wrapper's Parameters() returns (Note [Parameter names]).
+std::vector<Parameter> PrefixedParameters(const std::string& prefix, Layer& layer);
 // Sets every gradient of `layer` to zero, on the main lane.
 void ZeroGrad(Layer& layer);
 // Moves parameters (and zeroed gradients) of `layer` to `device`.

@@ -54,7 +54,8 @@ std::vector<float> InitialWeights(Init init, int64_t in, int64_t out, Rng& rng) 
 Linear::Linear(std::string name, int64_t in_features, int64_t out_features,
                Rng& rng, LinearOptions options)
     : name_(std::move(name)), in_(in_features), out_(out_features),
-      options_(options) {
+      options_(options),
+      pre_activation_(options.activation == Activation::kRelu ? "output" : "pre-activation") {
   TANDEM_CHECK(in_ > 0 && out_ > 0)
       << "layer '" << name_ << "': Linear sizes must be positive, got " << in_
       << "→" << out_;
@@ -115,7 +116,10 @@ Tensor Linear::Forward(const Tensor& x) {
   // updates are read here): what it read may go.
   kept_for_param_lane_.clear();
   // A float32 input (data) is cast to bfloat16 here in bf16 mode.
-  input_ = InComputeDType(x);
+  // Saved with its version: a write into it by the caller after Forward
+  // then fails Backward (layers/saved_tensor.h).
+  input_.Save(InComputeDType(x));
+  const Tensor& input = input_.tensor();
   const DType dtype = policy_.compute_dtype();
   Tensor y = Tensor::Empty({x.dim(0), out_}, x.device(), dtype);
   ops::GemmOptions o;
@@ -127,20 +131,20 @@ Tensor Linear::Forward(const Tensor& x) {
     // keeps (relu(z) > 0 exactly when z > 0), so nothing else is stored.
     o.bias = options_.bias ? &bias_for_math() : nullptr;
     o.activation = options_.activation;
-    ops::Gemm(input_, false, weight_for_math(), true, y, o);  // [batch, in] x [out, in]^T
-    if (options_.activation == Activation::kRelu) pre_activation_ = y;
+    ops::Gemm(input, false, weight_for_math(), true, y, o);  // [batch, in] x [out, in]^T
+    if (options_.activation == Activation::kRelu) pre_activation_.Save(y);
     return y;
   }
-  ops::Gemm(input_, false, weight_for_math(), true, y, o);
-  // GELU and tanh: keep x W^T + b for the activation's gradient; y gets
-  // act() of it.
-  pre_activation_ = y;
+  ops::Gemm(input, false, weight_for_math(), true, y, o);
+  // GELU and tanh: keep x W^T + b for the activation's gradient (the bias
+  // is added into y in place); out gets act() of it.
   Tensor out = Tensor::Empty(y.shape(), y.device(), dtype);
   if (options_.bias) {
-    ops::BiasActivation(options_.activation, y, bias_for_math(), &pre_activation_, out);
+    ops::BiasActivation(options_.activation, y, bias_for_math(), &y, out);
   } else {
     ops::ActivationForward(options_.activation, y, out);
   }
+  pre_activation_.Save(y);
   return out;
 }
 
@@ -151,14 +155,15 @@ Tensor Linear::Backward(const Tensor& dy) {
   return dx;
 }
 
+// Also checks that nothing wrote into the saved tensors since Forward; the
+// rest of Backward then reads them unchecked.
 void Linear::CheckBackward(const Tensor& dy) const {
-  TANDEM_CHECK(input_.defined())
-      << "layer '" << name_ << "': Backward without a Forward before it (each "
-         "Forward allows one Backward)";
-  TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == input_.dim(0) && dy.dim(1) == out_)
+  const Tensor& input = input_.Get(*this);
+  if (options_.activation != Activation::kIdentity) pre_activation_.Get(*this);
+  TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == input.dim(0) && dy.dim(1) == out_)
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
       << ") got output gradient " << ShapeToString(dy.shape())
-      << ": expected [" << input_.dim(0) << ", " << out_ << "]";
+      << ": expected [" << input.dim(0) << ", " << out_ << "]";
 }
 
 Tensor Linear::PreActivationGradient(const Lane& lane, const Tensor& dy) {
@@ -169,7 +174,7 @@ Tensor Linear::PreActivationGradient(const Lane& lane, const Tensor& dy) {
   }
   if (options_.activation == Activation::kIdentity) return g;
   Tensor dz = Tensor::Empty(g.shape(), g.device(), g.dtype());
-  ops::ActivationBackward(lane, options_.activation, pre_activation_, g, dz);
+  ops::ActivationBackward(lane, options_.activation, pre_activation_.tensor(), g, dz);
   return dz;
 }
 
@@ -193,7 +198,7 @@ void Linear::ParameterGradients(const BackwardArgs& args, const Tensor& dz) {
   if (args.update != nullptr) {
     weight_grad_ = Tensor();
     bias_grad_ = Tensor();
-    args.update->FromGemm(lane, &weight_, dz, true, input_, false, policy_.tf32());
+    args.update->FromGemm(lane, &weight_, dz, true, input_.tensor(), false, policy_.tf32());
     if (options_.bias) args.update->FromColumnSums(lane, &bias_, dz);
     return;
   }
@@ -206,13 +211,14 @@ void Linear::ParameterGradients(const BackwardArgs& args, const Tensor& dz) {
   ops::GemmOptions o;
   o.beta = beta;
   o.tf32 = policy_.tf32();
-  ops::Gemm(lane, dz, true, input_, false, weight_grad_, o);  // dz^T x
+  ops::Gemm(lane, dz, true, input_.tensor(), false, weight_grad_, o);  // dz^T x
   if (options_.bias) ops::ColumnSums(lane, dz, bias_grad_, beta);
 }
 
 Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
   if (!args.input_grad) return Tensor();
-  Tensor dx = Tensor::Empty(input_.shape(), input_.device(), policy_.compute_dtype());
+  const Tensor& input = input_.tensor();
+  Tensor dx = Tensor::Empty(input.shape(), input.device(), policy_.compute_dtype());
   ops::GemmOptions o;
   o.tf32 = policy_.tf32();
   ops::Gemm(args.lane, dz, false, weight_for_math(), false, dx, o);  // dz W
@@ -230,15 +236,15 @@ Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
 // or else the layer keeps it until its next Forward or Backward, which
 // start only once the parameter lane is joined (BackwardArgs).
 void Linear::DropBackwardState(const BackwardArgs& args, Tensor dz) {
-  pre_activation_ = Tensor();
+  pre_activation_.Reset();
   kept_for_param_lane_.clear();
   if (!SameQueue(args.lane, args.param_lane)) {
     std::vector<Tensor>& keep = args.param_lane_reads != nullptr ? *args.param_lane_reads
                                                                  : kept_for_param_lane_;
-    keep.push_back(std::move(input_));
+    keep.push_back(input_.Release());
     keep.push_back(std::move(dz));
   }
-  input_ = Tensor();
+  input_.Reset();
 }
 
 Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {

@@ -17,6 +17,7 @@
 #include "core/tensor.h"
 #include "layers/layer.h"
 #include "layers/precision.h"
+#include "layers/saved_tensor.h"
 
 namespace tandem {
 
@@ -88,10 +89,10 @@ class Linear : public Layer {
   Tensor weight_, weight_grad_;  // [out, in], float32
   Tensor bias_, bias_grad_;      // [out], float32
   Tensor weight_work_, bias_work_;  // bf16 working copies (bf16 only)
-  Tensor input_;                 // [batch, in], from the last Forward, compute dtype
+  SavedTensor input_{"input"};   // [batch, in], from the last Forward, compute dtype
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
-  // gradient needs only the sign).
-  Tensor pre_activation_;
+  // gradient needs only the sign); nothing for the identity.
+  SavedTensor pre_activation_;
   // The last Backward's input and dz, while its parameter lane may still
   // read them, until the next Forward or Backward (Note [What Backward keeps] in linear.cc).
   std::vector<Tensor> kept_for_param_lane_;

@@ -1,5 +1,7 @@
 #include "layers/sequential.h"
 
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "core/check.h"
@@ -15,6 +17,7 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
         << "Sequential '" << name_ << "' already has a layer named '"
         << layer->Name() << "': names must be unique (they key checkpoints)";
   }
+  CheckNewParameterNames(*layer);
   layer->SetTraining(training());
   layers_.push_back(std::move(layer));
   return *layers_.back();
@@ -116,8 +119,30 @@ std::string Sequential::Describe() const {
   return out.str();
 }
 
-void Sequential::OnModeChange() {
-  for (auto& layer : layers_) layer->SetTraining(training());
+std::vector<Layer*> Sequential::Children() {
+  std::vector<Layer*> children;
+  for (auto& layer : layers_) children.push_back(layer.get());
+  return children;
+}
+
+void Sequential::CheckNewParameterNames(Layer& layer) {
+  std::map<std::string, const Layer*> owner;  // parameter name -> its layer
+  for (const auto& existing : layers_) {
+    for (const Parameter& p : existing->Parameters()) owner[p.name] = existing.get();
+  }
+  std::set<std::string> own;
+  for (const Parameter& p : layer.Parameters()) {
+    TANDEM_CHECK(own.insert(p.name).second)
+        << "Sequential '" << name_ << "': layer " << layer.Describe()
+        << " has two parameters named '" << p.name
+        << "': names must be unique (they key checkpoints)";
+    const auto found = owner.find(p.name);
+    TANDEM_CHECK(found == owner.end())
+        << "Sequential '" << name_ << "': layer " << layer.Describe()
+        << " has a parameter named '" << p.name << "', as layer " << found->second->Describe()
+        << " already does: names must be unique (they key checkpoints); rename a layer, "
+           "or wrap one in a layer that prefixes its names (Residual)";
+  }
 }
 
 }  // namespace tandem

@@ -25,7 +25,10 @@ class Sequential : public Layer {
  public:
   explicit Sequential(std::string name = "model") : name_(std::move(name)) {}
 
-  // Appends a layer; its name must be unique within this model.
+  // Appends a layer. Its name, and the names of its parameters, must be
+  // new to this model (they key checkpoints; Note [Parameter names] in
+  // layers/layer.h): throws naming both layers otherwise. The layer takes
+  // the model's training mode.
   Layer& Add(std::unique_ptr<Layer> layer);
   template <typename L, typename... Args>
   L& Emplace(Args&&... args) {
@@ -58,17 +61,17 @@ class Sequential : public Layer {
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args,
                       const LayerHooks& hooks);
 
+  // The layers' parameters under their own names (no prefix).
   std::vector<Parameter> Parameters() override;
+  std::vector<Layer*> Children() override;
   std::string Name() const override { return name_; }
   std::string Describe() const override;
 
   size_t size() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_.at(i); }
 
- protected:
-  void OnModeChange() override;
-
  private:
+  void CheckNewParameterNames(Layer& layer);
   // See Note [Releasing what the parameter lane read] in sequential.cc.
   void RecordParamWork(const Lane& param_lane, size_t layer);
   void ReleaseAfterParamWork(const Lane& lane, size_t layer, std::vector<Tensor>& held);

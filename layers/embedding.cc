@@ -1,0 +1,97 @@
+#include "layers/embedding.h"
+
+#include <cmath>
+#include <sstream>
+#include <utility>
+
+#include "core/check.h"
+#include "core/ops.h"
+
+namespace tandem {
+
+Embedding::Embedding(std::string name, int64_t vocab, int64_t dim, Rng& rng, Device device,
+                     EmbeddingOptions options)
+    : name_(std::move(name)), vocab_(vocab), dim_(dim), options_(options) {
+  TANDEM_CHECK(vocab_ > 0 && dim_ > 0)
+      << "layer '" << name_ << "': Embedding sizes must be positive, got vocab " << vocab_
+      << " and dim " << dim_;
+  // Float32 indices name rows exactly up to 2^24 (core/ops_math.h).
+  TANDEM_CHECK(vocab_ <= (int64_t{1} << 24))
+      << "layer '" << name_ << "': vocab " << vocab_
+      << " exceeds 2^24 = 16777216, the rows float32 indices name exactly";
+  policy_.precision = options.precision;
+  std::vector<float> table(static_cast<size_t>(vocab_ * dim_));
+  for (float& v : table) v = rng.Normal(0.f, 1.f);
+  weight_ = Tensor::FromVector(table, {vocab_, dim_}, device);
+  weight_grad_ = Tensor::Zeros({vocab_, dim_}, device);
+  if (policy_.has_working_copies()) {
+    weight_work_ = Tensor::Empty({vocab_, dim_}, device, policy_.compute_dtype());
+    SyncWorkingCopies(*this);
+  }
+}
+
+std::string Embedding::Describe() const {
+  std::ostringstream out;
+  out << name_ << " (Embedding " << vocab_ << "×" << dim_;
+  if (options_.precision != Precision::kFp32) out << ", " << PrecisionName(options_.precision);
+  out << ")";
+  return out.str();
+}
+
+std::vector<Parameter> Embedding::Parameters() {
+  return {{name_ + ".weight", &weight_, &weight_grad_,
+           policy_.has_working_copies() ? &weight_work_ : nullptr}};
+}
+
+void Embedding::CheckIndicesOnHost(const Tensor& x) const {
+  const float* v = x.data();
+  const int64_t context = x.dim(1);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float index = v[i];
+    const bool ok = index >= 0.f && index < static_cast<float>(vocab_) &&
+                    std::floor(index) == index;
+    TANDEM_CHECK(ok) << "layer '" << name_ << "' (Embedding " << vocab_ << "×" << dim_
+                     << "): input position [" << i / context << ", " << i % context
+                     << "] holds index " << index << ", not a whole number in [0, "
+                     << vocab_ << "): the vocabulary has " << vocab_ << " rows";
+  }
+}
+
+Tensor Embedding::Forward(const Tensor& x) {
+  TANDEM_CHECK(x.rank() == 2)
+      << "layer '" << name_ << "' (Embedding " << vocab_ << "×" << dim_ << ") got input "
+      << ShapeToString(x.shape()) << ": expected [batch, context] token indices";
+  TANDEM_CHECK(x.dtype() == DType::kFloat32)
+      << "layer '" << name_ << "' (Embedding " << vocab_ << "×" << dim_
+      << ") got indices of dtype " << DTypeName(x.dtype())
+      << ": expected float32 whole numbers (bfloat16 cannot hold most indices exactly)";
+  TANDEM_CHECK(x.device() == weight_.device())
+      << "layer '" << name_ << "' has parameters on " << weight_.device()
+      << " but got input on " << x.device();
+  if (x.device().is_cpu()) CheckIndicesOnHost(x);
+  const int64_t batch = x.dim(0), context = x.dim(1);
+  Tensor rows = Tensor::Empty({batch * context, dim_}, x.device(), policy_.compute_dtype());
+  ops::GatherRows(weight_for_math(), x.Reshape({batch * context}), rows);
+  indices_.Save(x);
+  return rows.Reshape({batch, context * dim_});
+}
+
+Tensor Embedding::Backward(const Tensor& dy) {
+  const Tensor& x = indices_.Get(*this);
+  const int64_t n = x.numel();
+  TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == x.dim(0) && dy.dim(1) == x.dim(1) * dim_)
+      << "layer '" << name_ << "' (Embedding " << vocab_ << "×" << dim_
+      << ") got output gradient " << ShapeToString(dy.shape()) << ": expected ["
+      << x.dim(0) << ", " << x.dim(1) * dim_ << "]";
+  TANDEM_CHECK(dy.device() == x.device())
+      << "layer '" << name_ << "' ran Forward on " << x.device()
+      << " but got an output gradient on " << dy.device();
+  // A gradient left undefined (an update folded into an earlier backward)
+  // is made again, zeroed, as Linear does.
+  if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
+  ops::ScatterAddRows(dy.Reshape({n, dim_}), x.Reshape({n}), weight_grad_);
+  indices_.Reset();
+  return Tensor();
+}
+
+}  // namespace tandem

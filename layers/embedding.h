@@ -1,0 +1,83 @@
+// Embedding: a table of `vocab` rows of `dim` features, looked up by index.
+// The input is [batch, context] float32 token indices (whole numbers in
+// [0, vocab)); the output is each position's row, concatenated per example:
+// [batch, context * dim], what a Bengio-style MLP language model feeds to a
+// Linear. PyTorch's nn.Embedding's parameter name, shape and N(0, 1) init.
+//
+//   Rng rng(0);
+//   Embedding emb("emb", 27, 10, rng, device);   // emb.weight [27, 10]
+//   Tensor h = emb.Forward(tokens);              // [32, 3] -> [32, 30]
+//   emb.Backward(dh);                            // adds into emb.weight's grad
+//
+// The input is data, so there is no input gradient: Backward returns an
+// undefined Tensor whatever BackwardArgs::input_grad asks, and belongs first
+// in a model. A bad index throws on the CPU, naming the layer, the position
+// and the value; on a GPU (where a kernel cannot throw) its output row is
+// NaN, which the loss then shows (ops::TrackNonFinite).
+#ifndef TANDEM_LAYERS_EMBEDDING_H_
+#define TANDEM_LAYERS_EMBEDDING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/layer.h"
+#include "layers/precision.h"
+#include "layers/saved_tensor.h"
+
+namespace tandem {
+
+struct EmbeddingOptions {
+  // bf16: a bfloat16 working copy of the table and bfloat16 outputs; the
+  // float32 master and gradient stay (layers/precision.h).
+  Precision precision = Precision::kFp32;
+};
+
+class Embedding : public Layer {
+ public:
+  // The table is drawn from `rng` on the host, N(0, 1), so the same seed
+  // gives the same table on every device and every rank.
+  Embedding(std::string name, int64_t vocab, int64_t dim, Rng& rng, Device device,
+            EmbeddingOptions options = {});
+
+  // x [batch, context] float32 indices -> [batch, context * dim], in the
+  // compute dtype.
+  Tensor Forward(const Tensor& x) override;
+  // dy [batch, context * dim]: adds row i of dy (as [batch * context, dim])
+  // into the gradient of row x[i] of the table, repeated indices adding up.
+  // Returns an undefined Tensor: indices have no gradient.
+  Tensor Backward(const Tensor& dy) override;
+  // "<name>.weight", [vocab, dim].
+  std::vector<Parameter> Parameters() override;
+  std::string Name() const override { return name_; }
+  // "emb (Embedding 27×10)", with the precision when not fp32.
+  std::string Describe() const override;
+
+  int64_t vocab() const { return vocab_; }
+  int64_t dim() const { return dim_; }
+  Tensor& weight() { return weight_; }
+
+ private:
+  // On the CPU: throws, naming the layer, the first position of x whose
+  // value is not a whole number in [0, vocab).
+  void CheckIndicesOnHost(const Tensor& x) const;
+  const Tensor& weight_for_math() const {
+    return policy_.has_working_copies() ? weight_work_ : weight_;
+  }
+
+  std::string name_;
+  int64_t vocab_;
+  int64_t dim_;
+  EmbeddingOptions options_;
+  PrecisionPolicy policy_;
+  Tensor weight_, weight_grad_;  // [vocab, dim], float32
+  Tensor weight_work_;           // bfloat16 working copy (bf16 only)
+  SavedTensor indices_{"input indices"};  // [batch, context], from the last Forward
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_LAYERS_EMBEDDING_H_

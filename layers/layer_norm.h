@@ -1,0 +1,82 @@
+// LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the
+// features of each row, with the population variance (PyTorch's
+// nn.LayerNorm over the last dimension, its parameter names and shapes).
+//
+//   LayerNorm ln("ln1", 64, device);      // weight ones, bias zeros, [64]
+//   Tensor y = ln.Forward(x);              // x [rows, 64] -> y [rows, 64]
+//   Tensor dx = ln.Backward(dy);           // adds into ln1.weight / ln1.bias grads
+//
+// Each pass is one fused op (core/ops_layer_norm.h): on a GPU one block per
+// row. The statistics are float32 whatever the precision; in bf16
+// (layers/precision.h) activations and the working copies of weight and
+// bias are bfloat16, masters and gradients float32.
+#ifndef TANDEM_LAYERS_LAYER_NORM_H_
+#define TANDEM_LAYERS_LAYER_NORM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "layers/layer.h"
+#include "layers/precision.h"
+#include "layers/saved_tensor.h"
+
+namespace tandem {
+
+struct LayerNormOptions {
+  // Added to the variance, so a constant row stays finite.
+  float eps = 1e-5f;
+  // bf16: bfloat16 activations and working copies, float32 masters,
+  // gradients and statistics (layers/precision.h).
+  Precision precision = Precision::kFp32;
+};
+
+class LayerNorm : public Layer {
+ public:
+  LayerNorm(std::string name, int64_t features, Device device, LayerNormOptions options = {});
+
+  // x [rows, features] -> y [rows, features], in the compute dtype (a
+  // float32 input is cast to bfloat16 in bf16, and back).
+  Tensor Forward(const Tensor& x) override;
+  // dy [rows, features]: adds into the weight and bias gradients and
+  // returns dx [rows, features], on the main lane.
+  Tensor Backward(const Tensor& dy) override;
+  // "<name>.weight" and "<name>.bias", [features].
+  std::vector<Parameter> Parameters() override;
+  std::string Name() const override { return name_; }
+  // "ln1 (LayerNorm 64)", with the precision when not fp32.
+  std::string Describe() const override;
+
+  int64_t features() const { return features_; }
+  float eps() const { return options_.eps; }
+  Tensor& weight() { return weight_; }
+  Tensor& bias() { return bias_; }
+
+ private:
+  // `t` in the compute dtype (a cast when it is not).
+  Tensor InComputeDType(const Tensor& t) const;
+  const Tensor& weight_for_math() const {
+    return policy_.has_working_copies() ? weight_work_ : weight_;
+  }
+  const Tensor& bias_for_math() const {
+    return policy_.has_working_copies() ? bias_work_ : bias_;
+  }
+
+  std::string name_;
+  int64_t features_;
+  LayerNormOptions options_;
+  PrecisionPolicy policy_;
+  Tensor weight_, weight_grad_;     // [features], float32
+  Tensor bias_, bias_grad_;         // [features], float32
+  Tensor weight_work_, bias_work_;  // bfloat16 working copies (bf16 only)
+  // From the last Forward, for Backward: the input in the compute dtype,
+  // and each row's mean and 1 / sqrt(var + eps), float32 [rows].
+  SavedTensor input_{"input"};
+  Tensor mean_, rstd_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_LAYERS_LAYER_NORM_H_
