@@ -45,6 +45,7 @@ std::shared_ptr<Work> CommHook::Reduce(const GradBucket& bucket,
   CollectiveOptions options;
   options.after = ready;
   options.timed = timed;
+  options.label = "gradient bucket " + std::to_string(bucket.index);
   // See Note [Gradient averaging] in reducer.cc: a sum, not an average.
   Tensor buffer = bucket.buffer;
   return bucket.comm->AllReduce(buffer.data(), buffer.numel(), ReduceOp::kSum,
@@ -109,6 +110,7 @@ std::shared_ptr<Work> BFloat16CompressionHook::Reduce(const GradBucket& bucket,
   CollectiveOptions options;
   options.after = {compress};
   options.timed = timed;
+  options.label = "gradient bucket " + std::to_string(bucket.index);
   // See Note [Gradient averaging] in reducer.cc: a sum, not an average.
   return bucket.comm->AllReduce(half, ReduceOp::kSum, std::move(options));
 }

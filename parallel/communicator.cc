@@ -22,6 +22,7 @@ std::string Collective::Name() const {
   if (dtype != DType::kFloat32) text += std::string(", ") + DTypeName(dtype);
   if (std::string(kind) == "AllReduce") text += std::string(", ") + ToString(op);
   if (std::string(kind) == "Broadcast") text += ", root " + std::to_string(root);
+  if (!options.label.empty()) text += ", " + options.label;
   return text + ")";
 }
 

@@ -88,6 +88,9 @@ struct CollectiveOptions {
   std::vector<Lane> after;
   // Record Work::started() and Work::finished().
   bool timed = false;
+  // What the caller calls this collective ("gradient bucket 3"), for errors
+  // and the watchdog's messages; may be empty.
+  std::string label;
 };
 
 // One collective, as the preamble hands it to a transport.
@@ -105,7 +108,8 @@ struct Collective {
   // count * SizeOf(dtype).
   int64_t bytes() const { return count * static_cast<int64_t>(SizeOf(dtype)); }
   // "AllReduce #3 (4000 bytes, sum)"; "AllReduce #3 (2000 bytes, bfloat16,
-  // sum)" for another dtype than float32.
+  // sum)" for another dtype than float32; "..., sum, gradient bucket 1)"
+  // with a label.
   std::string Name() const;
 };
 

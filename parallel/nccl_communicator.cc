@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/device_guard.h"
+#include "core/cuda/host_wait.h"
 #include "core/ops.h"
 #include "parallel/nccl_check.h"
 #include "parallel/nccl_work.h"
@@ -72,6 +73,29 @@ ncclResult_t Enqueue(const Collective& c, float* scratch, ncclComm_t comm, cudaS
   throw Error(std::string("NcclCommunicator cannot run a collective of kind '") + c.kind + "'");
 }
 
+// Note [Watchdog and abort]: the watchdog gives up only on collectives of a
+// live communicator. One aborted from elsewhere (the launcher, after another
+// worker failed; a test) is left alone: its waiters already throw, and host
+// waits stay as they are.
+std::unique_ptr<DeviceCollectiveWatchdog> MakeWatchdog(std::shared_ptr<NcclCommState> state) {
+  DeviceCollectiveWatchdog::Hooks hooks;
+  hooks.async_error = [state]() -> std::string {
+    if (state->aborted()) return "";
+    const ncclResult_t async = state->AsyncError();
+    if (async == ncclSuccess || async == ncclInProgress) return "";
+    return internal::NcclErrorText(async);
+  };
+  hooks.abort = [state](const std::string& why) {
+    if (state->aborted()) return;
+    std::fprintf(stderr, "tandem: %s\n", why.c_str());
+    state->Abort(why);
+    cuda::AbandonHostWaits(why);
+  };
+  const std::string owner = state->description();
+  return std::make_unique<DeviceCollectiveWatchdog>(
+      owner, [state] { return state->timeout(); }, std::move(hooks));
+}
+
 std::string Description(int rank, int size, int device) {
   return "NcclCommunicator(rank " + std::to_string(rank) + " of " + std::to_string(size) +
          ", cuda:" + std::to_string(device) + ", NCCL " + NcclVersionText() + ")";
@@ -91,6 +115,7 @@ NcclCommunicator::NcclCommunicator(NcclComm comm, int rank, int size, int device
   TANDEM_CHECK(rank >= 0 && rank < size) << description_ << ": rank " << rank
                                           << " is not in [0, " << size << ")";
   state_->set_timeout(kDefaultTimeout);
+  watchdog_ = MakeWatchdog(state_);
   Backend& backend = GetBackend(Device::Cuda(device));
   lane_ = backend.NewLane({"nccl", /*high_priority=*/true});
   events_ = std::make_shared<LaneEventPool>(SharedBackend(Device::Cuda(device)));
@@ -109,6 +134,7 @@ NcclCommunicator::~NcclCommunicator() {
     std::fprintf(stderr, "tandem: %s: ignoring %s while waiting for the communication lane\n",
                  description_.c_str(), e.what());
   }
+  watchdog_.reset();
   state_->Destroy();
 }
 
@@ -171,8 +197,9 @@ std::shared_ptr<Work> NcclCommunicator::Start(const Collective& c) {
     finished = events_->Take(/*timing=*/true);
     backend.Record(LaneEventPool::Inner(*finished), lane);
   }
-  std::unique_ptr<LaneEvent> done = events_->Take(/*timing=*/false);
+  std::shared_ptr<LaneEvent> done = events_->Take(/*timing=*/false);
   backend.Record(LaneEventPool::Inner(*done), lane);
+  watchdog_->Watch(c.Name(), [done] { return done->Query(); });
   return std::make_shared<NcclWork>(state_, std::move(name), std::move(done), std::move(started),
                                     std::move(finished));
 }

@@ -19,6 +19,16 @@
 // nccl_communicator.cc says how they are ordered against other lanes, and
 // Note [Abort] in nccl_work.cc how a failed rank frees the others.
 //
+// Watchdog. Every queued collective is watched on the device from a thread
+// of the communicator's (DeviceCollectiveWatchdog): one that has not
+// completed within timeout() of reaching the head of the queue, or an error
+// NCCL reports asynchronously, aborts the communicator (ncclCommAbort, so
+// NCCL's kernels exit) and abandons the process's host waits on the GPU
+// (Note [Abandoned host waits] in core/cuda/host_wait.h). The worker then
+// fails at its next collective or host wait, with an error naming this
+// communicator and the collective ("AllReduce #17 (4194304 bytes, sum,
+// gradient bucket 3) did not complete within 60000 ms on the device ...").
+//
 // Results. AllReduce writes the same bits on every rank (NCCL reduces each
 // chunk once and copies it out), but the order of the sum is NCCL's and may
 // change with message size, algorithm and NCCL version, so results need not
@@ -48,6 +58,7 @@
 #include "core/lane.h"
 #include "core/tensor.h"
 #include "parallel/communicator.h"
+#include "parallel/device_collective_watchdog.h"
 #include "parallel/nccl_handle.h"
 
 namespace tandem {
@@ -113,8 +124,9 @@ class NcclCommunicator final : public Communicator {
   int device() const { return device_; }
   bool aborted() const;
 
-  // How long Work::Wait waits for a collective before it aborts this rank
-  // and throws an error naming the collective. Default kDefaultTimeout.
+  // How long Work::Wait waits for a collective, and the watchdog lets one
+  // sit at the head of the device's queue, before it aborts this rank with
+  // an error naming the collective. Default kDefaultTimeout.
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const;
 
@@ -139,6 +151,7 @@ class NcclCommunicator final : public Communicator {
   bool symmetric_memory_ = false;
   // Shared with every Work and reduce buffer handed out.
   std::shared_ptr<NcclCommState> state_;
+  std::unique_ptr<DeviceCollectiveWatchdog> watchdog_;
   OwnedLane lane_;
   std::shared_ptr<LaneEventPool> events_;
   Tensor scratch_;  // [1] on device_: what Barrier all-reduces

@@ -171,7 +171,7 @@ const LaneEvent& LaneEventPool::Inner(const LaneEvent& event) {
 // NcclWork
 
 NcclWork::NcclWork(std::shared_ptr<NcclCommState> state, std::string name,
-                   std::unique_ptr<LaneEvent> done, std::unique_ptr<LaneEvent> started,
+                   std::shared_ptr<LaneEvent> done, std::unique_ptr<LaneEvent> started,
                    std::unique_ptr<LaneEvent> finished)
     : state_(std::move(state)), name_(std::move(name)), done_(std::move(done)) {
   started_ = std::move(started);

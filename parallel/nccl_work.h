@@ -117,7 +117,7 @@ class NcclWork final : public Work {
  public:
   // `name`: "<communicator>: <collective>", for errors.
   NcclWork(std::shared_ptr<NcclCommState> state, std::string name,
-           std::unique_ptr<LaneEvent> done, std::unique_ptr<LaneEvent> started,
+           std::shared_ptr<LaneEvent> done, std::unique_ptr<LaneEvent> started,
            std::unique_ptr<LaneEvent> finished);
 
   void Wait() override;
@@ -134,7 +134,7 @@ class NcclWork final : public Work {
 
   const std::shared_ptr<NcclCommState> state_;
   const std::string name_;
-  const std::unique_ptr<LaneEvent> done_;
+  const std::shared_ptr<LaneEvent> done_;  // shared with the watchdog
 };
 
 // ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Who may depend on whom: Tandem's packages stacked one way.
 
-    core  <-  layers  <-  io  <-  parallel  <-  programs (examples, bench, tests)
-    core  <-  data, report                  <-  programs
+    core  <-  layers  <-  io  <-  parallel  <-  trainer  <-  programs (examples, bench, tests)
+    core  <-  data, report                               <-  programs
 
 Each package's BUILD sets `package(default_visibility = X_USERS)`, so an
 arrow pointing the wrong way (core including a layer, a layer including a
@@ -15,7 +15,10 @@ PROGRAMS = [
     "//tests:__subpackages__",
 ]
 
-PARALLEL_USERS = ["//parallel:__subpackages__"] + PROGRAMS
+# The training loop's pieces, above every library it composes.
+TRAINER_USERS = ["//trainer:__subpackages__"] + PROGRAMS
+
+PARALLEL_USERS = ["//parallel:__subpackages__"] + TRAINER_USERS
 
 IO_USERS = ["//io:__subpackages__"] + PARALLEL_USERS
 

@@ -35,7 +35,8 @@ void Event::Record(cudaStream_t stream) {
 
 void Event::Synchronize() const {
   CountHostWait();
-  CUDA_CHECK(cudaEventSynchronize(event_));
+  // Polled, not cudaEventSynchronize: see Note [Abandoned host waits].
+  WaitUntilDone([this] { return Query(); }, "waiting for a GPU event");
 }
 
 bool Event::Query() const {

@@ -29,7 +29,18 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 void Stream::Synchronize() const {
   CountHostWait();
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Polled, not cudaStreamSynchronize: see Note [Abandoned host waits].
+  WaitUntilDone(
+      [this] {
+        const cudaError_t status = cudaStreamQuery(stream_);
+        if (status == cudaErrorNotReady) {
+          cudaGetLastError();  // not an error: don't leave it for the next check
+          return false;
+        }
+        CUDA_CHECK(status);
+        return true;
+      },
+      "waiting for a GPU stream");
 }
 
 void Stream::Reset() {

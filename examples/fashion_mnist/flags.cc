@@ -147,8 +147,8 @@ void AddOutputFlags(CLI::App& app, TrainConfig& c) {
 void AddReliabilityFlags(CLI::App& app, TrainConfig& c) {
   app.option_defaults()->group("Reliability");
   app.add_option("--checkpoint_dir", c.checkpoint_dir,
-                 "where checkpoint.tnd is saved when the run ends (not when --max_steps "
-                 "stops it)");
+                 "where checkpoint.tnd is saved when the run ends: its last epoch, "
+                 "--max_steps, or SIGTERM/SIGINT/SIGUSR1 (which exit 75)");
   app.add_option("--checkpoint_every", c.checkpoint_every, "also save every N steps (0: never)");
   app.add_flag("--resume", c.resume,
                "continue from --checkpoint_dir's checkpoint, if there is one");

@@ -5,7 +5,8 @@
 //
 // The last line printed is `test_accuracy=0.xxxx`. Exit status: 0 when
 // training ends, 1 when it fails, 2 for a usage error (examples/
-// fashion_mnist/flags.h).
+// fashion_mnist/flags.h), 75 when SIGTERM, SIGINT or SIGUSR1 stopped it
+// (after saving in --checkpoint_dir, if given; trainer/stop_signal.h).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "examples/fashion_mnist/flags.h"
 #include "examples/fashion_mnist/train.h"
+#include "trainer/stop_signal.h"
 
 int main(int argc, char** argv) {
   // `bazel run` starts the program in its runfiles folder and names the
@@ -31,7 +33,18 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   try {
+    tandem::StopSignals stop_signals;
     const tandem::TrainResult result = tandem::TrainFashionMnist(config, std::cout);
+    if (result.stop_signal != 0) {
+      if (result.is_root) {
+        std::cout << "stopped by " << tandem::StopSignals::Name(result.stop_signal)
+                  << (config.checkpoint_dir.empty()
+                          ? "; nothing saved (no --checkpoint_dir)"
+                          : "; continue with the same flags and --resume")
+                  << std::endl;
+      }
+      return tandem::kPreemptedExitCode;
+    }
     if (result.is_root) {
       std::cout << "trained in " << std::fixed << std::setprecision(1)
                 << result.seconds << " s\n"

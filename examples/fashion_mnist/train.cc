@@ -1,6 +1,7 @@
 #include "examples/fashion_mnist/train.h"
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <exception>
 #include <iomanip>
@@ -30,6 +31,7 @@
 #include "parallel/sharding.h"
 #include "report/chrome_trace.h"
 #include "report/progress.h"
+#include "trainer/stop_signal.h"
 
 namespace tandem {
 
@@ -103,8 +105,11 @@ class WorkerRun {
   void LogSetup() const;
   // "Fashion-MNIST, MLP 784-512-256-10, 2 workers": the plot's title.
   std::string Title() const;
-  // Trains one epoch; false once --max_steps is reached.
+  // Trains one epoch; false once the run must stop early (--max_steps or a
+  // signal), after saving where it stopped.
   bool TrainEpoch(int epoch);
+  // After each step: true when every worker agrees to stop now.
+  bool StopAfterStep();
   // One step on `batch`; false when it was skipped (non-finite loss).
   bool Step(const std::vector<int64_t>& batch, int epoch, EpochTotals& totals);
   void ShowProgress(ProgressBar& bar, const data::BatchIterator& batches,
@@ -140,6 +145,8 @@ class WorkerRun {
   int64_t global_step_ = 0;
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
+  int epochs_trained_ = 0;
+  int stop_signal_ = 0;  // the signal that stopped the run, 0 while none
   LrSchedule schedule_;
   Tensor x_buffer_, y_buffer_, loss_sum_, correct_sum_, correct_;
   // The first step whose loss was not finite, -1 while none: see
@@ -353,24 +360,46 @@ bool WorkerRun::TrainEpoch(int epoch) {
   }
   EpochTotals totals;
   double running_loss = NAN;  // none read yet
-  bool stop = false;
+  bool stop = false, saved = false;
   std::vector<int64_t> batch;
   while (!stop && batches.Next(batch)) {
     ++totals.steps;
     totals.examples += static_cast<int64_t>(batch.size());
-    if (!Step(batch, epoch, totals)) {
+    saved = false;
+    if (Step(batch, epoch, totals)) {
+      if (config_.checkpoint_every > 0 &&
+          optimizer_->steps() % config_.checkpoint_every == 0) {
+        Save(epoch, batches.position());
+        saved = true;
+      }
+      if (bar && live_progress_) ShowProgress(*bar, batches, totals, running_loss);
+    } else {
       ++totals.skipped;
-      continue;
     }
-    if (config_.checkpoint_every > 0 && optimizer_->steps() % config_.checkpoint_every == 0) {
-      Save(epoch, batches.position());
-    }
-    if (bar && live_progress_) ShowProgress(*bar, batches, totals, running_loss);
-    stop = config_.max_steps > 0 && optimizer_->steps() >= config_.max_steps;
+    stop = StopAfterStep();
   }
+  // Where the run stopped, so that --resume continues from there.
+  if (stop && !saved && !config_.checkpoint_dir.empty()) Save(epoch, batches.position());
   if (!config_.skip_nonfinite) CheckFinite(epoch);
+  if (stop_signal_ != 0) return false;  // no evaluation: the run is asked to end
   Report(FinishEpoch(epoch, totals, Seconds(epoch_start)), bar);
+  ++epochs_trained_;
   return !stop;
+}
+
+bool WorkerRun::StopAfterStep() {
+  const bool at_max = config_.max_steps > 0 && optimizer_->steps() >= config_.max_steps;
+  if (!AgreeToStop(worker_.comm, StopSignals::received() != 0)) return at_max;
+  stop_signal_ = StopSignals::received();
+  if (stop_signal_ == 0) stop_signal_ = SIGTERM;  // another MPI rank's signal
+  if (root_) {
+    log_ << (live_progress_ ? "\n" : "") << "stopping after step " << optimizer_->steps() << ": "
+         << StopSignals::Name(stop_signal_) << " received"
+         << (config_.checkpoint_dir.empty() ? "" : "; saving a checkpoint in " +
+                                                       config_.checkpoint_dir)
+         << std::endl;
+  }
+  return true;
 }
 
 // Reading the loss waits for the device, so it is read only now and then:
@@ -454,7 +483,7 @@ WorkerRun::TestFigures WorkerRun::Evaluate() {
 void WorkerRun::Finish(bool stopped) {
   // A run resumed at its end trains no epoch: report the restored model's
   // test accuracy rather than none (collective: every worker evaluates).
-  if (start_epoch_ >= config_.epochs) {
+  if (epochs_trained_ == 0 && stop_signal_ == 0) {
     const double accuracy = Evaluate().accuracy;
     if (root_) {
       std::lock_guard<std::mutex> lock(shared_.mutex);
@@ -463,6 +492,7 @@ void WorkerRun::Finish(bool stopped) {
   }
   if (!config_.checkpoint_dir.empty() && !stopped) Save(config_.epochs, 0);
   std::lock_guard<std::mutex> lock(shared_.mutex);
+  shared_.result.stop_signal = stop_signal_;
   if (!root_) {
     if (config_.launch.mode == LaunchMode::kMpi) shared_.result.is_root = false;
     return;
@@ -481,7 +511,8 @@ void WorkerRun::Run() {
                     resumed ? std::optional<int>(start_epoch_) : std::nullopt);
   }
   LogSetup();
-  bool stopped = false;
+  // Resumed at --max_steps: nothing to train.
+  bool stopped = config_.max_steps > 0 && optimizer_->steps() >= config_.max_steps;
   for (int epoch = start_epoch_; epoch < config_.epochs && !stopped; ++epoch) {
     stopped = !TrainEpoch(epoch);
   }

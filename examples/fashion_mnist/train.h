@@ -94,6 +94,9 @@ struct TrainResult {
   double seconds = 0.0;
   std::vector<float> parameters;  // rank 0's final parameters, flattened
   bool is_root = true;            // false on MPI ranks other than 0
+  // The signal that stopped the run early (trainer/stop_signal.h), 0 when
+  // it ran to its end or to --max_steps.
+  int stop_signal = 0;
 };
 
 // Validates the configuration (throwing UsageError, which names the flag),
@@ -101,7 +104,10 @@ struct TrainResult {
 // live line on an interactive terminal of a single process, else one line
 // per epoch. A lone worker's error (threads mode, one worker) is thrown as
 // it is; with several, as the launcher reports it ("worker <rank> failed:
-// ...", parallel/launcher.h).
+// ...", parallel/launcher.h). With StopSignals installed (main does), a
+// signal stops every worker after the same step; with --checkpoint_dir the
+// run saves there when it ends in any way but an error (its last epoch,
+// --max_steps or a signal).
 TrainResult TrainFashionMnist(const TrainConfig& config, std::ostream& log);
 
 // Parses "512,256" (the --hidden flag); "" means no hidden layer. Throws
