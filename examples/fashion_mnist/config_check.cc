@@ -170,6 +170,7 @@ void CheckConfig(const TrainConfig& config) {
   CheckOutputFile("--metrics", config.metrics_path);
   CheckOutputFile("--plot", config.plot_path);
   CheckOutputFile("--trace", config.trace_path);
+  CheckOutputFile("--export_safetensors", config.export_safetensors);
   struct stat info;
   if (!config.checkpoint_dir.empty() && ::stat(config.checkpoint_dir.c_str(), &info) == 0 &&
       !S_ISDIR(info.st_mode)) {

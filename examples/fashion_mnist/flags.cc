@@ -142,6 +142,8 @@ void AddOutputFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--trace", c.trace_path,
                  "Chrome trace (chrome://tracing, Perfetto) of a few steps");
   app.add_option("--trace_steps", c.trace_steps, "how many steps --trace records");
+  app.add_option("--export_safetensors", c.export_safetensors,
+                 "write the final parameters to this .safetensors file (for PyTorch or numpy)");
 }
 
 void AddReliabilityFlags(CLI::App& app, TrainConfig& c) {

@@ -22,6 +22,7 @@
 #include "examples/fashion_mnist/step_log.h"
 #include "examples/fashion_mnist/step_tracer.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "layers/loss.h"
 #include "layers/lr_schedule.h"
 #include "layers/mlp.h"
@@ -491,6 +492,10 @@ void WorkerRun::Finish(bool stopped) {
     }
   }
   if (!config_.checkpoint_dir.empty() && !stopped) Save(config_.epochs, 0);
+  if (root_ && stop_signal_ == 0 && !config_.export_safetensors.empty()) {
+    ExportSafetensors(config_.export_safetensors, *model_);
+    if (!config_.quiet) log_ << "exported the parameters to " << config_.export_safetensors << "\n";
+  }
   std::lock_guard<std::mutex> lock(shared_.mutex);
   shared_.result.stop_signal = stop_signal_;
   if (!root_) {

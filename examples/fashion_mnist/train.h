@@ -68,6 +68,9 @@ struct TrainConfig {
   std::string plot_path;
   std::string trace_path;        // --trace: Chrome trace of a few steps
   int trace_steps = 5;           // steps traced, from the second step on
+  // --export_safetensors: rank 0 writes the final parameters there (float32
+  // safetensors, PyTorch's nn.Linear layout; io/safetensors.h); empty: none.
+  std::string export_safetensors;
   // Checkpoints: rank 0 saves checkpoint_dir/checkpoint.tnd every
   // checkpoint_every steps (0: never) and at the end; resume continues from
   // it. See docs/reliability.md.

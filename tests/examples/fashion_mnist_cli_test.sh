@@ -56,6 +56,21 @@ for row in '"forward fc1"' '"backward fc2"' '"all-reduce bucket 0"' '"communicat
 done
 echo "ok: --metrics, --plot and --trace files written"
 
+# --export_safetensors: the final parameters, named and shaped as PyTorch's.
+"$bin" --epochs=1 --max_train=300 --max_test=100 --hidden=8 --quiet \
+  --export_safetensors="$dir/m.safetensors" >/dev/null 2>&1 || fail "run with --export_safetensors"
+python3 - "$dir/m.safetensors" <<'PY' || fail "--export_safetensors wrote no valid file"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+header = json.loads(raw[8:8 + n])
+shapes = {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+assert shapes == {"fc1.weight": [8, 784], "fc1.bias": [8], "fc2.weight": [10, 8], "fc2.bias": [10]}, shapes
+assert all(v["dtype"] == "F32" for k, v in header.items() if k != "__metadata__")
+assert len(raw) == 8 + n + 4 * (8 * 784 + 8 + 80 + 10)
+PY
+echo "ok: --export_safetensors writes the parameters as PyTorch names them"
+
 # --log_every=1: a step row per step in --metrics, beside the epoch rows.
 "$bin" --epochs=1 --max_train=500 --max_test=100 --hidden=8 --batch_size=50 --workers=2 \
   --quiet --max_steps=4 --log_every=1 --metrics="$dir/s.jsonl" >/dev/null 2>&1 \
