@@ -85,11 +85,14 @@ std::unique_ptr<DeviceCollectiveWatchdog> MakeWatchdog(std::shared_ptr<NcclCommS
     if (async == ncclSuccess || async == ncclInProgress) return "";
     return internal::NcclErrorText(async);
   };
+  // Host waits are abandoned before ncclCommAbort: it frees device memory,
+  // which waits for the device, and a device held by something other than
+  // NCCL's kernels (a stalled kernel of the step) would hold it too.
   hooks.abort = [state](const std::string& why) {
-    if (state->aborted()) return;
+    if (!state->BeginAbort(why)) return;
     std::fprintf(stderr, "tandem: %s\n", why.c_str());
-    state->Abort(why);
     cuda::AbandonHostWaits(why);
+    state->FinishAbort();
   };
   const std::string owner = state->description();
   return std::make_unique<DeviceCollectiveWatchdog>(

@@ -60,12 +60,18 @@ void NcclCommState::ThrowIfAborted() const {
 
 // See Note [Abort].
 void NcclCommState::Abort(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(reason_mu_);
-    if (aborted_.load()) return;
-    reason_ = reason;
-    aborted_.store(true);
-  }
+  if (BeginAbort(reason)) FinishAbort();
+}
+
+bool NcclCommState::BeginAbort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(reason_mu_);
+  if (aborted_.load()) return false;
+  reason_ = reason;
+  aborted_.store(true);
+  return true;
+}
+
+void NcclCommState::FinishAbort() {
   std::unique_lock<std::timed_mutex> call(call_mu_, std::defer_lock);
   if (!call.try_lock_for(kAbortWaitForCall)) {
     std::fprintf(stderr,
@@ -90,6 +96,9 @@ void NcclCommState::Destroy() {
 ncclResult_t NcclCommState::AsyncError() {
   ncclResult_t async = ncclSuccess;
   ncclResult_t query = ncclSuccess;
+  // Before the lock: FinishAbort may hold it while ncclCommAbort waits for
+  // the device.
+  ThrowIfAborted();
   {
     std::lock_guard<std::timed_mutex> lock(call_mu_);
     ThrowIfAborted();

@@ -52,6 +52,12 @@ class NcclCommState {
   // throws CollectiveAbortedError("collective aborted: <reason>"). Any
   // thread, any number of times.
   void Abort(const std::string& reason);
+  // Abort in two halves, for a caller with something to do between them:
+  // BeginAbort sets the flag (every later call and wait throws) and returns
+  // false if the communicator was already aborted; FinishAbort releases it
+  // (ncclCommAbort), which may wait for the device.
+  bool BeginAbort(const std::string& reason);
+  void FinishAbort();
   bool aborted() const { return aborted_.load(); }
   void ThrowIfAborted() const;
   // Destroys the handle (ncclCommDestroy) unless Abort released it; the
@@ -142,6 +148,7 @@ class NcclWork final : public Work {
 template <typename Call>
 void NcclCommState::Run(const std::string& context, Call call) {
   ncclResult_t result = ncclSuccess;
+  ThrowIfAborted();  // before the lock, which FinishAbort may hold long
   {
     std::lock_guard<std::timed_mutex> lock(call_mu_);
     ThrowIfAborted();
@@ -155,6 +162,7 @@ void NcclCommState::Run(const std::string& context, Call call) {
 
 template <typename Call>
 bool NcclCommState::RunIfLive(Call call) {
+  if (aborted_.load()) return false;  // before the lock, as in Run
   std::lock_guard<std::timed_mutex> lock(call_mu_);
   if (aborted_.load() || destroyed_.load()) return false;
   call(comm_.get());

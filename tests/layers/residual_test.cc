@@ -110,8 +110,9 @@ TEST_P(ResidualTest, DeviceMatchesCpu) {
   std::vector<Parameter> pc = cpu->Parameters(), pd = dev->Parameters();
   ASSERT_EQ(pc.size(), pd.size());
   for (size_t i = 0; i < pc.size(); ++i) {
+    // Weight gradients sum over the batch in cuBLAS's order, not the CPU's.
     EXPECT_LT(testing::MaxRelativeDifference(pd[i].grad->ToVector(), pc[i].grad->ToVector()),
-              1e-4)
+              2e-3)
         << pc[i].name;
   }
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "tests/support/device_stall.h"
 #include "tests/support/error_text.h"
 #include "tests/support/rank_values.h"
+#include "tests/support/sanitizer.h"
 
 namespace tandem {
 namespace {
@@ -64,8 +66,11 @@ TEST(NcclWatchdogTest, AStalledCollectiveIsAbortedAndTheHostWaitEnds) {
     EXPECT_THROW(work->Wait(), CollectiveAbortedError);
     stall.Release();  // the device runs on; its waits are not abandoned here
   }
+  std::printf("the host wait ended %.3f s after it began (timeout 1 s)\n", waited);
   EXPECT_GE(waited, 1.0);
-  EXPECT_LT(waited, 5.0) << "the host wait did not end soon after the timeout";
+  // compute-sanitizer slows every CUDA call: a looser bound there.
+  EXPECT_LT(waited, testing::UnderSanitizer() ? 30.0 : 3.0)
+      << "the host wait did not end soon after the timeout";
   EXPECT_NE(host_wait_error.find("abandoned: NcclCommunicator(rank 0 of 1, cuda:0"),
             std::string::npos)
       << host_wait_error;

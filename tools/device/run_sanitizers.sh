@@ -53,13 +53,13 @@ for tool in memcheck racecheck; do
   # Every binary whose tests run on a GPU: the op and layer tests run one
   # body on the CPU and on CUDA (tests/support/device_test.h).
   for b in bin/tests_core__* bin/tests_data__* bin/tests_io__* bin/tests_core_cuda__* bin/tests_layers__* \
-           bin/tests_examples__custom_layer_test; do
+           bin/tests_examples__custom_layer_test bin/tests_examples__row_norm_test; do
     [ -x "$b" ] || continue
     case "$b" in *.so) continue;; esac  # a test's data, not a test
     run $tool "$(basename $b)" "$cs" --tool $tool --error-exitcode 3 "$b" --gtest_filter="$filter"
   done
   for b in bin/tests_parallel__gpu_reducer_test bin/tests_parallel__nccl_communicator_test \
-           bin/tests_parallel__nccl_work_test \
+           bin/tests_parallel__nccl_work_test bin/tests_parallel__nccl_watchdog_test \
            bin/tests_parallel__pipeline_gpu_test bin/tests_parallel__launcher_test; do
     [ -x "$b" ] || continue
     run $tool "$(basename $b)" "$cs" --tool $tool $nccl_flags --error-exitcode 3 "$b" \
