@@ -26,6 +26,7 @@ cp bench/*.sh .device/ 2>/dev/null || true
 cp -r bench/*.py .device/ 2>/dev/null || true
 if [ $with_data = 1 ]; then
   mkdir -p .device/data && cp /usr/share/datasets/fashion-mnist/*.gz .device/data/
+  cp /usr/share/dict/american-english .device/data/  # examples/char_lm
 fi
 # The binaries share most of their bytes (the CUDA kernels' fat binary):
 # compressed together they travel well under the 64 MiB limit.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the Fashion-MNIST example on 1 GPU, on 2 GPUs as
-# threads and as MPI ranks, and on the CPU for reference, with default flags.
+# threads and as MPI ranks, and on the CPU for reference, with default flags;
+# the character-level language model on 1 GPU, fp32 and bf16.
 # Needs the data carried (bundle.sh --data). Logs go to $OUT.
 set -u
 cd "$(dirname "$0")"
@@ -15,6 +16,11 @@ run() {  # name command...
 }
 run gpu1 bin/examples__fashion_mnist --data_dir=data --device=cuda --quiet
 run gpu1_bf16 bin/examples__fashion_mnist --data_dir=data --device=cuda --precision=bf16 --quiet
+# The word list where Debian's wamerican puts it, as the docs' commands read it.
+[ -e /usr/share/dict/american-english ] ||
+  { mkdir -p /usr/share/dict && cp data/american-english /usr/share/dict/; }
+run char_lm_gpu1 bin/examples__char_lm --device=cuda
+run char_lm_gpu1_bf16 bin/examples__char_lm --device=cuda --precision=bf16
 run gpu2_threads bin/examples__fashion_mnist --data_dir=data --device=cuda --workers=2 --quiet
 run gpu2_mpi mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
   bin/examples__fashion_mnist --data_dir=data --device=cuda --mode=mpi --quiet
