@@ -125,7 +125,11 @@ TEST(SwishCudaTest, KernelsRunInOrderOnTheLane) {
   const std::vector<float> values = RandomValues(4096, 4);
   example::Swish act("act");
   Tensor x = Tensor::FromVector(values, {4096}, gpu);
-  act.Forward(x);  // warms the allocator: no cudaMalloc while the lane is held
+  // Every kernel once before the lane is held: CUDA loads a kernel's module
+  // at its first launch, which waits for the device (and the allocator's
+  // first cudaMalloc of a size may too).
+  act.Forward(x);
+  ops::AddScalar(x, 0.f, x);
   {
     testing::DeviceStall stall(gpu);
     stall.Hold(x.backend().main_lane());

@@ -3,6 +3,9 @@
 // follows the lane) cannot complete, as if a peer had stalled; Release lets
 // it all run.
 //
+// Launch every kernel the held region queues once before Hold: CUDA loads a
+// kernel's module at its first launch, and that waits for the device.
+//
 //   DeviceStall stall(Device::Cuda(0));
 //   stall.Hold(backend.main_lane());
 //   ... queue work behind it, watch a watchdog give up ...
