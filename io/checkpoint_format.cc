@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "io/atomic_file.h"
 
 namespace tandem {
 namespace {
@@ -28,8 +29,6 @@ constexpr size_t kChecksumBytes = 4;
 // everything written can be read back.
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxNameBytes = 1 << 16;
-
-std::string Errno() { return std::strerror(errno); }
 
 // ---------------------------------------------------------------- encoding
 
@@ -342,47 +341,6 @@ void DecodeBody(Decoder& d, const std::string& name, CheckpointState& state) {
 
 // ---------------------------------------------------------------- files
 
-// Closes a descriptor on scope exit without throwing (see style: destructors
-// never throw); Close() reports the error where one matters.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Returns close()'s result; the descriptor is released either way.
-  int Close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    TANDEM_CHECK(n > 0) << "writing checkpoint " << path << ": "
-                        << (n < 0 ? Errno() : "write returned 0")
-                        << " (is the disk full?)";
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 }  // namespace
 
 bool NamedTensor::operator==(const NamedTensor& other) const {
@@ -400,54 +358,13 @@ bool CheckpointState::operator==(const CheckpointState& other) const {
          tensors == other.tensors;
 }
 
-// Note [Atomic replace]
-// A save must never leave `path` half-written: a job killed while saving
-// (pre-emption, OOM, Ctrl-C) would otherwise lose the previous checkpoint as
-// well as the new one. So the new bytes go to path + ".tmp"; fsync makes
-// them durable; rename() then swaps the name over in one step (POSIX
-// guarantees a reader sees the old file or the new one, nothing between);
-// and fsync of the directory makes the rename itself durable across a power
-// loss. A kill at any moment leaves `path` intact; at worst a stale .tmp is
-// left behind, which the next save truncates and reuses.
+// Atomic: see Note [Atomic replace] in io/atomic_file.cc.
 void WriteCheckpoint(const std::string& path, const CheckpointState& state) {
-  const uint64_t body_bytes =
-      ValidateAndMeasure(state, "writing checkpoint " + path);
-  const std::string tmp = path + ".tmp";
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    TANDEM_CHECK(fd.get() >= 0)
-        << "writing checkpoint " << path << ": cannot create " << tmp << ": "
-        << Errno();
-    try {
-      Encode(state, body_bytes, [&](const char* data, size_t size) {
-        WriteAll(fd.get(), data, size, tmp);
-      });
-      TANDEM_CHECK(::fsync(fd.get()) == 0)
-          << "writing checkpoint " << path << ": fsync of " << tmp
-          << " failed: " << Errno();
-      TANDEM_CHECK(fd.Close() == 0)
-          << "writing checkpoint " << path << ": closing " << tmp
-          << " failed: " << Errno();
-    } catch (...) {
-      ::unlink(tmp.c_str());  // best effort; the old checkpoint is intact
-      throw;
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = Errno();
-    ::unlink(tmp.c_str());
-    TANDEM_CHECK(false) << "writing checkpoint " << path << ": cannot rename "
-                        << tmp << " over it: " << why;
-  }
-  const std::string dir = DirectoryOf(path);
-  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  TANDEM_CHECK(dir_fd.get() >= 0)
-      << "writing checkpoint " << path << ": cannot open directory " << dir
-      << " to fsync it: " << Errno();
-  // EINVAL: the file system cannot sync directories (and needs no sync).
-  TANDEM_CHECK(::fsync(dir_fd.get()) == 0 || errno == EINVAL)
-      << "writing checkpoint " << path << ": fsync of directory " << dir
-      << " failed: " << Errno();
+  const std::string context = "writing checkpoint " + path;
+  const uint64_t body_bytes = ValidateAndMeasure(state, context);
+  WriteFileAtomically(path, context, [&](const ByteSink& write) {
+    Encode(state, body_bytes, write);
+  });
 }
 
 CheckpointState ReadCheckpoint(const std::string& path) {

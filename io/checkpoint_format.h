@@ -23,7 +23,7 @@
 //   (str = u32 length, then that many bytes of UTF-8; no terminator)
 //
 // WriteCheckpoint replaces the file atomically (see Note [Atomic replace] in
-// checkpoint_format.cc): after a crash or a kill during a save, the path
+// io/atomic_file.cc): after a crash or a kill during a save, the path
 // holds either the previous checkpoint or the new one, never a mixture.
 // ReadCheckpoint throws tandem::Error naming the file for every malformed
 // input (missing, not a checkpoint, another format version, truncated,

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "io/atomic_file.h"
 #include "io/safetensors_header.h"
 
 namespace tandem {
@@ -39,8 +40,6 @@ std::string KnownDTypes() {
   for (const DTypeInfo& d : kDTypes) names += std::string(names.empty() ? "" : ", ") + d.name;
   return names;
 }
-
-std::string Errno() { return std::strerror(errno); }
 
 uint64_t LoadLittle(const uint8_t* p, int bytes) {
   uint64_t v = 0;
@@ -188,82 +187,17 @@ void CheckLayout(const internal::SafetensorsHeader& header, uint64_t data_bytes,
       << " of the " << data_bytes << " after it)";
 }
 
-// Closes a descriptor on scope exit without throwing; Close() reports.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int Close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-void WriteAll(int fd, const void* data, size_t size, const std::string& context) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    TANDEM_CHECK(n > 0) << context << ": " << (n < 0 ? Errno() : "write returned 0")
-                        << " (is the disk full?)";
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// Writes `header` and then each tensor's data to path + ".tmp", fsyncs it,
-// renames it over `path` and fsyncs the directory: the scheme of Note
-// [Atomic replace] in io/checkpoint_format.cc, so that `path` holds the old
-// file or the new one, never a mixture.
+// Writes `header` and then each tensor's data, atomically (Note [Atomic
+// replace] in io/atomic_file.cc): `path` holds the old file or the new one,
+// never a mixture.
 void WriteAtomically(const std::string& path, const std::string& header,
                      const std::map<std::string, SafetensorsTensor>& tensors) {
-  const std::string context = "writing safetensors " + path;
-  const std::string tmp = path + ".tmp";
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    TANDEM_CHECK(fd.get() >= 0) << context << ": cannot create " << tmp << ": " << Errno();
-    try {
-      WriteAll(fd.get(), header.data(), header.size(), context);
-      for (const auto& entry : tensors) {
-        WriteAll(fd.get(), entry.second.data.data(), entry.second.data.size(), context);
-      }
-      TANDEM_CHECK(::fsync(fd.get()) == 0)
-          << context << ": fsync of " << tmp << " failed: " << Errno();
-      TANDEM_CHECK(fd.Close() == 0)
-          << context << ": closing " << tmp << " failed: " << Errno();
-    } catch (...) {
-      ::unlink(tmp.c_str());  // best effort; the old file is intact
-      throw;
+  WriteFileAtomically(path, "writing safetensors " + path, [&](const ByteSink& write) {
+    write(header.data(), header.size());
+    for (const auto& entry : tensors) {
+      write(reinterpret_cast<const char*>(entry.second.data.data()), entry.second.data.size());
     }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = Errno();
-    ::unlink(tmp.c_str());
-    TANDEM_CHECK(false) << context << ": cannot rename " << tmp << " over it: " << why;
-  }
-  const std::string dir = DirectoryOf(path);
-  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  TANDEM_CHECK(dir_fd.get() >= 0)
-      << context << ": cannot open directory " << dir << " to fsync it: " << Errno();
-  // EINVAL: the file system cannot sync directories (and needs no sync).
-  TANDEM_CHECK(::fsync(dir_fd.get()) == 0 || errno == EINVAL)
-      << context << ": fsync of directory " << dir << " failed: " << Errno();
+  });
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/dtype.cc core/lan
              core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc core/cpu/cpu_math.cc
              core/cpu/cpu_math_ops.cc core/cpu/cpu_layer_norm.cc
              layers/layer.cc layers/optimizer.cc layers/dropout.cc layers/saved_tensor.cc
-             layers/sequential.cc)
+             layers/sequential.cc io/atomic_file.cc)
 # The code under test, with coverage instrumentation.
 FUZZED_SOURCES=(data/idx_reader.cc io/checkpoint.cc io/checkpoint_format.cc
                 tests/fuzz/idx_reader_fuzzer.cc tests/fuzz/checkpoint_fuzzer.cc)
