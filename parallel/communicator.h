@@ -90,7 +90,7 @@ struct CollectiveOptions {
   bool timed = false;
   // What the caller calls this collective ("gradient bucket 3"), for errors
   // and the watchdog's messages; may be empty.
-  std::string label;
+  std::string label = "";
 };
 
 // One collective, as the preamble hands it to a transport.
