@@ -192,7 +192,10 @@ std::shared_ptr<Work> NcclCommunicator::Start(const Collective& c) {
     started = events_->Take(/*timing=*/true);
     backend.Record(LaneEventPool::Inner(*started), lane);
   }
-  std::string name = Context(c);
+  // Formatted once per collective: the watchdog's name, and the Work's with
+  // the communicator in front.
+  std::string collective = c.Name();
+  std::string name = description_ + ": " + collective;
   const cudaStream_t stream = cuda::NativeStream(lane);
   float* scratch = scratch_.data();
   state_->Run(name, [&](ncclComm_t comm) { return Enqueue(c, scratch, comm, stream); });
@@ -202,7 +205,7 @@ std::shared_ptr<Work> NcclCommunicator::Start(const Collective& c) {
   }
   std::shared_ptr<LaneEvent> done = events_->Take(/*timing=*/false);
   backend.Record(LaneEventPool::Inner(*done), lane);
-  watchdog_->Watch(c.Name(), [done] { return done->Query(); });
+  watchdog_->Watch(std::move(collective), [done] { return done->Query(); });
   return std::make_shared<NcclWork>(state_, std::move(name), std::move(done), std::move(started),
                                     std::move(finished));
 }
