@@ -4,41 +4,18 @@
 #include <initializer_list>
 
 #include "core/check.h"
+#include "core/op_checks.h"
 
 namespace tandem {
 namespace ops {
 namespace {
 
+using internal::CheckMatrix;
+using internal::CheckOperands;
+using internal::CheckSameDType;
+
 // Float32 indices name rows exactly up to 2^24.
 constexpr int64_t kMaxIndexedRows = int64_t{1} << 24;
-
-// All operands of one op live on one device, and the lane belongs to it.
-void CheckOperands(const char* op, const Lane& lane,
-                   std::initializer_list<const Tensor*> ts) {
-  TANDEM_CHECK(lane.valid()) << op << ": no lane given (a default-constructed Lane)";
-  const Tensor* first = nullptr;
-  for (const Tensor* t : ts) {
-    TANDEM_CHECK(t->defined()) << op << ": an operand is an undefined tensor";
-    if (first == nullptr) {
-      first = t;
-    } else {
-      TANDEM_CHECK(t->device() == first->device())
-          << op << ": operands on " << first->device() << " and " << t->device();
-    }
-  }
-  TANDEM_CHECK(lane.device() == first->device())
-      << op << ": operands on " << first->device() << " but the op was given the "
-      << lane.Describe();
-}
-
-// "Div: a is bfloat16 [4] but b is float32 [4]: they must share a dtype"
-void CheckSameDType(const char* op, const char* a_name, const Tensor& a, const char* b_name,
-                    const Tensor& b) {
-  TANDEM_CHECK(a.dtype() == b.dtype())
-      << op << ": " << a_name << " is " << DTypeName(a.dtype()) << " "
-      << ShapeToString(a.shape()) << " but " << b_name << " is " << DTypeName(b.dtype())
-      << " " << ShapeToString(b.shape()) << ": they must share a dtype";
-}
 
 void CheckSameNumel(const char* op, const char* a_name, const Tensor& a, const char* b_name,
                     const Tensor& b) {
@@ -47,10 +24,6 @@ void CheckSameNumel(const char* op, const char* a_name, const Tensor& a, const c
       << ShapeToString(b.shape()) << " differ in size";
 }
 
-void CheckMatrix(const char* op, const char* name, const Tensor& t) {
-  TANDEM_CHECK(t.rank() == 2) << op << ": " << name << " must be 2-D, got shape "
-                              << ShapeToString(t.shape());
-}
 
 // Whether the bytes of a and b (tensors of one device) overlap.
 bool Overlap(const Tensor& a, const Tensor& b) {

@@ -68,7 +68,7 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 # What the readers link against: compiled with the sanitizers but without
 # coverage, so libFuzzer steers by the readers' branches, not Eigen's.
 LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/dtype.cc core/lane.cc
-             core/backend_registry.cc core/tensor.cc core/ops.cc core/ops_math.cc
+             core/backend_registry.cc core/tensor.cc core/ops.cc core/ops_math.cc core/op_checks.cc
              core/ops_layer_norm.cc core/rng.cc core/profile_range.cc
              core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc core/cpu/cpu_math.cc
              core/cpu/cpu_math_ops.cc core/cpu/cpu_layer_norm.cc
