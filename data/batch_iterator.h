@@ -14,7 +14,7 @@
 //   while (batches.Next(indices)) {
 //     const int64_t n = indices.size();  // the last batch may be smaller
 //     Tensor xb = x.Slice(0, n), yb = y.Slice(0, n);
-//     GatherRows(train.images, indices, xb);
+//     GatherRows(train.features, indices, xb);
 //     GatherRows(train.labels, indices, yb);
 //   }
 #ifndef TANDEM_DATA_BATCH_ITERATOR_H_

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <utility>
 
 #include "core/check.h"
 
@@ -246,9 +247,9 @@ IdxArray ReadIdx(const std::string& path) {
   return array;
 }
 
-Dataset LoadIdxDataset(const std::string& images_path,
-                       const std::string& labels_path, int num_classes,
-                       int64_t max_examples) {
+TensorDataset LoadIdxDataset(const std::string& images_path,
+                             const std::string& labels_path, int num_classes,
+                             int64_t max_examples) {
   TANDEM_CHECK(num_classes > 0)
       << "num_classes must be at least 1, got " << num_classes;
   const IdxArray images = ReadIdx(images_path);
@@ -276,21 +277,18 @@ Dataset LoadIdxDataset(const std::string& images_path,
                             ? images.dims[0]
                             : std::min(images.dims[0], max_examples);
   const int64_t features = images.dims[1] * images.dims[2];
-  Dataset dataset;
-  dataset.num_classes = num_classes;
-  dataset.images = Tensor::Empty({count, features});
-  dataset.labels = Tensor::Empty({count});
-  float* pixels = dataset.images.data();
-  for (int64_t i = 0; i < count * features; ++i) {
-    pixels[i] = images.data[i] / 255.f;
-  }
-  float* classes = dataset.labels.data();
-  for (int64_t i = 0; i < count; ++i) classes[i] = labels.data[i];
-  return dataset;
+  Tensor pixels = Tensor::Empty({count, features});
+  Tensor classes = Tensor::Empty({count});
+  float* x = pixels.data();
+  for (int64_t i = 0; i < count * features; ++i) x[i] = images.data[i] / 255.f;
+  float* y = classes.data();
+  for (int64_t i = 0; i < count; ++i) y[i] = labels.data[i];
+  return TensorDataset(std::move(pixels), std::move(classes), num_classes,
+                       images_path);
 }
 
-Dataset LoadFashionMnist(const std::string& dir, bool train,
-                         int64_t max_examples) {
+TensorDataset LoadFashionMnist(const std::string& dir, bool train,
+                               int64_t max_examples) {
   struct stat info;
   TANDEM_CHECK(::stat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
       << dir << ": Fashion-MNIST directory not found; " << InstallHint();

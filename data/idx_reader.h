@@ -9,10 +9,10 @@
 //   "/d/train-images-idx3-ubyte.gz: truncated: header promises 47040000
 //    bytes of data ([60000, 28, 28]), found 1000"
 //
-//   Dataset train = LoadFashionMnist(kDefaultFashionMnistDir, /*train=*/true);
-//   train.images;   // [60000, 784] float32 in [0, 1], CPU
-//   train.labels;   // [60000] float32 class indices 0..9
-//   Dataset smoke = LoadFashionMnist(dir, false, /*max_examples=*/512);
+//   TensorDataset train = LoadFashionMnist(kDefaultFashionMnistDir, true);
+//   train.features;  // [60000, 784] float32 in [0, 1], CPU
+//   train.labels;    // [60000] float32 class indices 0..9
+//   TensorDataset smoke = LoadFashionMnist(dir, false, /*max_examples=*/512);
 #ifndef TANDEM_DATA_IDX_READER_H_
 #define TANDEM_DATA_IDX_READER_H_
 
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/dataset.h"
 
 namespace tandem {
 namespace data {
@@ -42,29 +43,21 @@ struct IdxArray {
 // shorter or longer than the header promises.
 IdxArray ReadIdx(const std::string& path);
 
-// Images and labels of a classification dataset, on the host.
-struct Dataset {
-  Tensor images;  // [N, rows * cols] float32 in [0, 1]
-  Tensor labels;  // [N] float32 class indices in [0, num_classes)
-  int64_t num_classes = 0;
-
-  int64_t size() const { return labels.defined() ? labels.dim(0) : 0; }
-};
-
 // Loads an images file ([N, rows, cols]) and a labels file ([N]), checking
-// that the counts match and every label is below num_classes. Pixels are
-// scaled by 1/255. max_examples >= 0 keeps only the first max_examples (for
+// that the counts match and every label is below num_classes: features
+// [N, rows * cols] float32 pixels scaled by 1/255 into [0, 1], labels [N]
+// float32, name() the images path. max_examples >= 0 keeps only the first max_examples (for
 // quick smoke tests); both files are still read and validated in full, so a
 // smoke test catches a broken download too.
-Dataset LoadIdxDataset(const std::string& images_path,
-                       const std::string& labels_path, int num_classes = 10,
-                       int64_t max_examples = -1);
+TensorDataset LoadIdxDataset(const std::string& images_path,
+                             const std::string& labels_path,
+                             int num_classes = 10, int64_t max_examples = -1);
 
 // Fashion-MNIST's training (60000) or test (10000) split from `dir`, which
 // holds {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz. When the directory
 // or a file is missing the error names it and says how to install it.
-Dataset LoadFashionMnist(const std::string& dir, bool train,
-                         int64_t max_examples = -1);
+TensorDataset LoadFashionMnist(const std::string& dir, bool train,
+                               int64_t max_examples = -1);
 
 }  // namespace data
 }  // namespace tandem

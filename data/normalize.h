@@ -6,9 +6,9 @@
 // loads the same data computes bit-identical values (data-parallel workers
 // must normalise alike).
 //
-//   Normalization norm = ComputeNormalization(train.images);
-//   Normalize(norm, train.images);   // in place: (x - mean) / stddev
-//   Normalize(norm, test.images);    // the training set's statistics
+//   Normalization norm = ComputeNormalization(train.features);
+//   Normalize(norm, train.features); // in place: (x - mean) / stddev
+//   Normalize(norm, test.features);  // the training set's statistics
 #ifndef TANDEM_DATA_NORMALIZE_H_
 #define TANDEM_DATA_NORMALIZE_H_
 

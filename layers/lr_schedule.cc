@@ -22,4 +22,10 @@ float ScheduledLr(LrSchedule schedule, float base_lr, int64_t step,
   return static_cast<float>(base_lr * 0.5 * (1.0 + std::cos(M_PI * t)));
 }
 
+float WarmedUpLr(LrSchedule schedule, float base_lr, int64_t step, int64_t total_steps,
+                 int64_t warmup) {
+  const float ramp = warmup > 0 ? std::min(1.f, static_cast<float>(step + 1) / warmup) : 1.f;
+  return ramp * ScheduledLr(schedule, base_lr, step, total_steps);
+}
+
 }  // namespace tandem

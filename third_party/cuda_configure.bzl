@@ -167,7 +167,9 @@ cuda_configure = repository_rule(
     environ = _ENV,
     local = True,
     attrs = {
-        "_build_tpl": attr.label(default = "//third_party:cuda.BUILD.tpl"),
-        "_finder": attr.label(default = "//third_party:find_cuda.sh"),
+        # Label(): resolved in Tandem's repository, also where Tandem is an
+        # external repository of another workspace (tools/deps.bzl).
+        "_build_tpl": attr.label(default = Label("//third_party:cuda.BUILD.tpl")),
+        "_finder": attr.label(default = Label("//third_party:find_cuda.sh")),
     },
 )

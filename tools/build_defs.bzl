@@ -51,11 +51,28 @@ def tandem_cc_test(name, copts = [], deps = [], **kwargs):
         **kwargs
     )
 
+def _include_flags():
+    """-I flags for the source and generated roots of Tandem's repository and
+    of the calling one (see Note [nvcc under Bazel])."""
+    roots = []
+    for root in [Label("//tools:build_defs.bzl").workspace_root, _calling_repository_root()]:
+        if root not in roots:
+            roots.append(root)
+    return (["-I" + (root or ".") for root in roots] +
+            ["-I$(GENDIR)" + ("/" + root if root else "") for root in roots])
+
+def _calling_repository_root():
+    repository = native.repository_name()
+    return "" if repository == "@" else "external/" + repository[1:]
+
 # Note [nvcc under Bazel]
 # Bazel 4 has no CUDA rules and we may download none, so each .cu file is
 # compiled to an object by a genrule calling the toolkit's nvcc, and the
-# objects become the srcs of a cc_library. nvcc sees the workspace root and
-# the CUDA include directory; headers a .cu includes must be listed in
+# objects become the srcs of a cc_library. nvcc sees the CUDA include
+# directory and, for includes like "core/cuda/kernels.h", the roots (source
+# and generated) of Tandem's repository and of the repository calling the
+# macro: "." in the main workspace, external/<name> in an external one (see
+# _include_flags); headers a .cu includes must be listed in
 # `hdrs` or `deps_hdrs` so the sandbox holds them. The -gencode flags are
 # @local_cuda's CUDA_GENCODE unless `gencode` is given: machine code for each
 # architecture of TANDEM_CUDA_ARCHS (default "80;90": Ampere, Hopper) and PTX
@@ -69,6 +86,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], deps_hdrs = [], gencode = Non
     if not CUDA_ENABLED:
         native.cc_library(name = name, hdrs = hdrs, deps = deps, **kwargs)
         return
+    include_flags = _include_flags()
     objs = []
     for src in srcs:
         obj = "_objs_%s/%s.o" % (name, src.replace("/", "_"))
@@ -76,17 +94,18 @@ def cuda_library(name, srcs, hdrs = [], deps = [], deps_hdrs = [], gencode = Non
             name = "%s_%s_nvcc" % (name, src.replace("/", "_").replace(".", "_")),
             srcs = [src] + hdrs + deps_hdrs,
             outs = [obj],
-            cmd = " ".join([
-                "tmp=$$(mktemp -d) && TMPDIR=$$tmp",
-                CUDA_PATH + "/bin/nvcc",
-                "-c",
-                "$(location %s)" % src,
-                "-o $@",
-                "-I.",
-                "-I$(GENDIR)",
-            ] + (["-isystem " + CUDA_INCLUDE] if CUDA_INCLUDE else []) + NVCC_FLAGS +
-                           (gencode if gencode != None else CUDA_GENCODE) +
-                           ["; rc=$$?; rm -rf $$tmp; exit $$rc"]),
+            cmd = " ".join(
+                [
+                    "tmp=$$(mktemp -d) && TMPDIR=$$tmp",
+                    CUDA_PATH + "/bin/nvcc",
+                    "-c",
+                    "$(location %s)" % src,
+                    "-o $@",
+                ] + include_flags +
+                (["-isystem " + CUDA_INCLUDE] if CUDA_INCLUDE else []) + NVCC_FLAGS +
+                (gencode if gencode != None else CUDA_GENCODE) +
+                ["; rc=$$?; rm -rf $$tmp; exit $$rc"],
+            ),
         )
         objs.append(obj)
     native.cc_library(

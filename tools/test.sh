@@ -42,6 +42,9 @@ bazel --output_base="${TMPDIR:-/tmp}/tandem_bazel_tsan" test --config=tsan \
 bazel --output_base=/tmp/bazel_san_ubsan test --config=ubsan --build_tests_only --test_tag_filters=-gpu //tests/...
 bazel --output_base=/tmp/bazel_san_asan test --config=asan --build_tests_only --test_tag_filters=-gpu,-mpi //tests/...
 bazel --output_base=/tmp/bazel_san_asan test --config=asan --build_tests_only --test_tag_filters=mpi,-gpu --test_env=ASAN_OPTIONS=detect_leaks=0 //tests/...
+# Tandem used from another workspace (tests/consumer), built afresh in its
+# own output base.
+tools/test_consumer.sh
 # Every command in README.md and docs/*.md is accounted for in
 # docs/commands.txt, and the CPU ones run (docs/architecture.md, "Docs stay
 # true").

@@ -1,42 +1,27 @@
-"""Who may depend on whom: Tandem's packages stacked one way.
+"""Who may depend on Tandem's libraries.
+
+The libraries are public, so that another Bazel workspace can use them
+(README.md, "Use Tandem in your project"): each library package's BUILD
+sets `package(default_visibility = PUBLIC)`. The backends' private parts
+stay restricted.
+
+Visibility therefore no longer keeps the packages stacked one way:
 
     core  <-  layers  <-  io  <-  parallel  <-  trainer  <-  programs (examples, bench, tests)
-    core  <-  data, report                               <-  programs
+    core  <-  data, report                  <-  trainer  <-  programs
 
-Each package's BUILD sets `package(default_visibility = X_USERS)`, so an
-arrow pointing the wrong way (core including a layer, a layer including a
-communicator) fails the build.
+//tests/tools:layering_test (tests/tools/check_layering.py) does: it reads every
+library BUILD file and fails on an arrow pointing the wrong way (core
+depending on a layer, a layer on a communicator), naming the target and
+the dependency.
 """
 
-# Everything that trains or measures: the top of the stack.
-PROGRAMS = [
-    "//bench:__subpackages__",
-    "//examples:__subpackages__",
-    "//tests:__subpackages__",
-]
-
-# The training loop's pieces, above every library it composes.
-TRAINER_USERS = ["//trainer:__subpackages__"] + PROGRAMS
-
-PARALLEL_USERS = ["//parallel:__subpackages__"] + TRAINER_USERS
-
-IO_USERS = ["//io:__subpackages__"] + PARALLEL_USERS
-
-LAYERS_USERS = ["//layers:__subpackages__"] + IO_USERS
-
-CORE_USERS = [
-    "//core:__subpackages__",
-    "//data:__subpackages__",
-    "//report:__subpackages__",
-] + LAYERS_USERS
-
-# Datasets and run reports serve the programs only.
-DATA_USERS = ["//data:__subpackages__"] + PROGRAMS
-
-REPORT_USERS = ["//report:__subpackages__"] + PROGRAMS
+PUBLIC = ["//visibility:public"]
 
 # core/cpu and core/cuda: the backends behind core's interface, for core
-# itself and for tests and benchmarks that reach a backend directly.
+# itself and for tests and benchmarks that reach a backend directly. A
+# program gets the backends through //core:backend_registry, which links
+# the CUDA backend wherever CUDA is built.
 BACKEND_USERS = [
     "//core:__subpackages__",
     "//bench:__subpackages__",

@@ -6,7 +6,9 @@
 //   mpirun -np 2 bazel-bin/examples/char_lm
 //
 // The last line printed is `val_loss=1.xxxx` (nats per character). Exit
-// status: 0 when training ends, 1 when it fails, 2 for a usage error.
+// status: 0 when training ends, 1 when it fails, 2 for a usage error, 75
+// when SIGTERM, SIGINT or SIGUSR1 stopped it (after saving in
+// --checkpoint_dir, if given; trainer/stop_signal.h).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +17,7 @@
 
 #include "examples/char_lm/flags.h"
 #include "examples/char_lm/train.h"
+#include "trainer/stop_signal.h"
 
 int main(int argc, char** argv) {
   // `bazel run` starts the program in its runfiles folder: relative paths in
@@ -31,11 +34,16 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   try {
+    tandem::StopSignals stop_signals;
     const tandem::char_lm::CharLmResult result = tandem::char_lm::TrainCharLm(config, std::cout);
+    if (result.stop_signal != 0) return tandem::kPreemptedExitCode;
     if (result.is_root) {
       std::cout << "trained in " << std::fixed << std::setprecision(1) << result.seconds << " s\n"
                 << "val_loss=" << std::setprecision(4) << result.val_loss << std::endl;
     }
+  } catch (const tandem::UsageError& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return tandem::kUsageExitCode;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return 1;

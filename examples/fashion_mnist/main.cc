@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  tandem::TrainConfig config;
+  tandem::FashionMnistConfig config;
   if (const std::optional<int> exit_code =
           tandem::ParseCommandLine(argc, argv, config, std::cout, std::cerr)) {
     return *exit_code;

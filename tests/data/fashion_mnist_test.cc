@@ -25,10 +25,10 @@ class FashionMnistTest : public ::testing::Test {
   }
 };
 
-void ExpectValid(const Dataset& dataset, int64_t count) {
-  ASSERT_EQ(dataset.images.shape(), (Shape{count, 28 * 28}));
+void ExpectValid(const TensorDataset& dataset, int64_t count) {
+  ASSERT_EQ(dataset.features.shape(), (Shape{count, 28 * 28}));
   ASSERT_EQ(dataset.labels.shape(), (Shape{count}));
-  EXPECT_EQ(dataset.num_classes, 10);
+  EXPECT_EQ(dataset.num_classes(), 10);
   // Fashion-MNIST is balanced: count / 10 examples of every class.
   std::vector<int64_t> per_class(10, 0);
   for (float label : dataset.labels.ToVector()) {
@@ -40,10 +40,10 @@ void ExpectValid(const Dataset& dataset, int64_t count) {
 }
 
 TEST_F(FashionMnistTest, TrainSplit) {
-  const Dataset train = LoadFashionMnist(kDefaultFashionMnistDir, true);
+  const TensorDataset train = LoadFashionMnist(kDefaultFashionMnistDir, true);
   ExpectValid(train, 60000);
   // The commonly quoted statistics of the training pixels.
-  const Normalization norm = ComputeNormalization(train.images);
+  const Normalization norm = ComputeNormalization(train.features);
   EXPECT_NEAR(norm.mean, 0.2860, 1e-3);
   EXPECT_NEAR(norm.stddev, 0.3530, 1e-3);
 }
@@ -53,8 +53,8 @@ TEST_F(FashionMnistTest, TestSplit) {
 }
 
 TEST_F(FashionMnistTest, MaxExamples) {
-  const Dataset small = LoadFashionMnist(kDefaultFashionMnistDir, false, 100);
-  EXPECT_EQ(small.images.shape(), (Shape{100, 784}));
+  const TensorDataset small = LoadFashionMnist(kDefaultFashionMnistDir, false, 100);
+  EXPECT_EQ(small.features.shape(), (Shape{100, 784}));
 }
 
 }  // namespace

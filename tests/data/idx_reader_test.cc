@@ -97,12 +97,14 @@ TEST(IdxReaderTest, LoadsDatasetScaledToUnitRange) {
       WriteGz("ds-images.gz",
               Idx({3, 2, 2}, {0, 255, 51, 102, 1, 2, 3, 4, 5, 6, 7, 8}));
   const std::string labels = WriteRaw("ds-labels", Idx({3}, {9, 0, 4}));
-  const Dataset dataset = LoadIdxDataset(images, labels);
-  EXPECT_EQ(dataset.num_classes, 10);
+  const TensorDataset dataset = LoadIdxDataset(images, labels);
+  EXPECT_EQ(dataset.num_classes(), 10);
   EXPECT_EQ(dataset.size(), 3);
-  ASSERT_EQ(dataset.images.shape(), (Shape{3, 4}));
+  EXPECT_EQ(dataset.feature_size(), 4);
+  EXPECT_EQ(dataset.name(), images);
+  ASSERT_EQ(dataset.features.shape(), (Shape{3, 4}));
   ASSERT_EQ(dataset.labels.shape(), (Shape{3}));
-  const std::vector<float> pixels = dataset.images.ToVector();
+  const std::vector<float> pixels = dataset.features.ToVector();
   EXPECT_FLOAT_EQ(pixels[0], 0.f);
   EXPECT_FLOAT_EQ(pixels[1], 1.f);
   EXPECT_FLOAT_EQ(pixels[2], 0.2f);
@@ -114,8 +116,8 @@ TEST(IdxReaderTest, LoadsDatasetScaledToUnitRange) {
 TEST(IdxReaderTest, MaxExamplesKeepsAPrefix) {
   const std::string images = WriteRaw("prefix-images", Idx({4, 1, 2}, Iota(8)));
   const std::string labels = WriteRaw("prefix-labels", Idx({4}, {1, 2, 3, 4}));
-  const Dataset two = LoadIdxDataset(images, labels, 10, /*max_examples=*/2);
-  ASSERT_EQ(two.images.shape(), (Shape{2, 2}));
+  const TensorDataset two = LoadIdxDataset(images, labels, 10, /*max_examples=*/2);
+  ASSERT_EQ(two.features.shape(), (Shape{2, 2}));
   EXPECT_EQ(two.labels.ToVector(), (std::vector<float>{1, 2}));
   EXPECT_EQ(LoadIdxDataset(images, labels, 10, 100).size(), 4);
 }
@@ -240,9 +242,9 @@ TEST(IdxReaderTest, FashionMnistLayout) {
   const std::string dir = ::testing::TempDir();
   WriteGz("t10k-images-idx3-ubyte.gz", Idx({2, 2, 2}, Iota(8)));
   WriteGz("t10k-labels-idx1-ubyte.gz", Idx({2}, {3, 7}));
-  const Dataset test = LoadFashionMnist(dir, /*train=*/false);
+  const TensorDataset test = LoadFashionMnist(dir, /*train=*/false);
   EXPECT_EQ(test.labels.ToVector(), (std::vector<float>{3, 7}));
-  EXPECT_EQ(test.images.shape(), (Shape{2, 4}));
+  EXPECT_EQ(test.features.shape(), (Shape{2, 4}));
 
   // No train-* files were written.
   ExpectError([&] { LoadFashionMnist(dir, /*train=*/true); },

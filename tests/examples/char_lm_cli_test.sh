@@ -26,7 +26,7 @@ last=$(tail -n 1 <<<"$out")
 [[ $last =~ ^val_loss=[0-9]+\.[0-9]{4}$ ]] || fail "last line is '$last'"
 grep -q "vocabulary 20 (19 characters + end)" <<<"$out" || fail "vocabulary line"
 grep -q "1 worker(s), mode threads, device cpu, precision fp32" <<<"$out" || fail "model line"
-[ "$(grep -cE '^step +(30|60)/60  train_loss [0-9.]+  val_loss [0-9.]+' <<<"$out")" = 2 ] \
+[ "$(grep -cE '^step +(30|60)/60  train_loss [0-9.]+  train_acc [0-9.]+  val_loss [0-9.]+' <<<"$out")" = 2 ] \
   || fail "not one line per evaluation"
 grep -qE '^bigram baseline \(add-one smoothing\): val_loss [0-9]\.[0-9]{4}; model: val_loss' \
   <<<"$out" || fail "no bigram baseline line"
@@ -47,6 +47,6 @@ grep -q "$dir/none.txt.*install Debian's wamerican (tools/install_deps.sh does)"
   || fail "missing word list: $out"
 echo "ok: missing word list -> $out"
 
-"$bin" --steps=0 >/dev/null 2>&1; [ $? = 2 ] || fail "--steps=0 is not a usage error"
+"$bin" --steps=-1 >/dev/null 2>&1; [ $? = 2 ] || fail "--steps=-1 is not a usage error"
 "$bin" --help | grep -q -- "--words" || fail "--help lacks --words"
 echo PASS

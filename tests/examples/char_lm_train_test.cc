@@ -12,6 +12,7 @@
 
 #include "examples/char_lm/model.h"
 #include "examples/char_lm/sample.h"
+#include "layers/lr_schedule.h"
 
 namespace tandem {
 namespace char_lm {
@@ -32,10 +33,11 @@ TEST(CharLmModel, DefaultShapeHasTheParametersCountedByHand) {
 }
 
 TEST(CharLmSchedule, WarmsUpThenFollowsTheCosine) {
-  EXPECT_FLOAT_EQ(WarmupCosineLr(1.f, 0, 100, 10), 0.1f * (1 + std::cos(0.f)) / 2);
-  EXPECT_FLOAT_EQ(WarmupCosineLr(1.f, 9, 100, 10), (1 + std::cos(M_PI * 9 / 100)) / 2);
-  EXPECT_FLOAT_EQ(WarmupCosineLr(1.f, 50, 100, 10), 0.5f);
-  EXPECT_FLOAT_EQ(WarmupCosineLr(2.f, 50, 100, 0), 1.f);
+  const LrSchedule cosine = LrSchedule::kCosine;
+  EXPECT_FLOAT_EQ(WarmedUpLr(cosine, 1.f, 0, 100, 10), 0.1f * (1 + std::cos(0.f)) / 2);
+  EXPECT_FLOAT_EQ(WarmedUpLr(cosine, 1.f, 9, 100, 10), (1 + std::cos(M_PI * 9 / 100)) / 2);
+  EXPECT_FLOAT_EQ(WarmedUpLr(cosine, 1.f, 50, 100, 10), 0.5f);
+  EXPECT_FLOAT_EQ(WarmedUpLr(cosine, 2.f, 50, 100, 0), 1.f);
 }
 
 TEST(CharLmSample, DrawTokenWalksTheCumulativeSum) {
@@ -70,8 +72,8 @@ CharLmConfig TinyConfig() {
   config.steps = 60;
   config.eval_every = 30;
   config.batch_size = 32;
-  config.lr = 0.01f;
-  config.warmup = 5;
+  config.optimizer.lr = 0.01f;
+  config.warmup_steps = 5;
   config.samples = 4;
   return config;
 }

@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "examples/fashion_mnist/version.h"
+#include "trainer/version.h"
 
 namespace tandem {
 namespace {
 
 struct Parsed {
   std::optional<int> exit_code;
-  TrainConfig config;
+  FashionMnistConfig config;
   std::string out, err;
 };
 

@@ -27,8 +27,8 @@ bool HaveData() {
   return std::ifstream("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").good();
 }
 
-TrainConfig Small() {
-  TrainConfig c;
+FashionMnistConfig Small() {
+  FashionMnistConfig c;
   c.epochs = 2;
   c.max_train = 3000;
   c.max_test = 1000;
@@ -40,23 +40,23 @@ TrainConfig Small() {
 
 TEST(FashionMnistTrainTest, LearnsOnASubsetWithTwoWorkers) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.launch.workers = 2;
   std::ostringstream log;
   const TrainResult r = TrainFashionMnist(c, log);
-  ASSERT_EQ(r.epochs.size(), 2u);
+  ASSERT_EQ(r.evals.size(), 2u);
   std::cout << "subset test accuracy " << r.test_accuracy << "\n";
   EXPECT_GT(r.test_accuracy, 0.7);
-  EXPECT_LT(r.epochs[1].loss, r.epochs[0].loss);
+  EXPECT_LT(r.evals[1].loss, r.evals[0].loss);
   // The test loss is measured too: below chance's log(10) and falling.
-  EXPECT_TRUE(std::isfinite(r.epochs[0].test_loss));
-  EXPECT_LT(r.epochs[0].test_loss, std::log(10.0));
-  EXPECT_LT(r.epochs[1].test_loss, r.epochs[0].test_loss);
+  EXPECT_TRUE(std::isfinite(r.evals[0].test_loss));
+  EXPECT_LT(r.evals[0].test_loss, std::log(10.0));
+  EXPECT_LT(r.evals[1].test_loss, r.evals[0].test_loss);
 }
 
 TEST(FashionMnistTrainTest, WorkerCountDoesNotChangeTheResult) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.epochs = 1;
   c.max_train = 600;
   std::ostringstream log;
@@ -85,7 +85,7 @@ std::vector<MetricsRow> StepRows(const std::string& path) {
 
 TEST(FashionMnistTrainTest, StepRowsDescribeTheGlobalBatchForAnyWorkerCount) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.epochs = 1;
   c.max_train = 600;
   c.max_steps = 6;
@@ -136,7 +136,7 @@ TEST(FashionMnistTrainTest, StepRowsDescribeTheGlobalBatchForAnyWorkerCount) {
 // closed in the order opened.
 TEST(FashionMnistTrainTest, AStepEmitsNestedProfileRanges) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.epochs = 1;
   c.max_train = 200;
   c.max_steps = 1;
@@ -189,7 +189,7 @@ TEST(FashionMnistTrainTest, AStepEmitsNestedProfileRanges) {
 
 // Interrupt a run at step 7 (checkpoint there), resume it, and compare with
 // a run that was never interrupted: bitwise equal (CPU, threads mode).
-TrainResult Interrupted(TrainConfig c, const std::string& dir, int resume_workers) {
+TrainResult Interrupted(FashionMnistConfig c, const std::string& dir, int resume_workers) {
   std::ostringstream log;
   c.checkpoint_dir = dir;
   c.checkpoint_every = 7;
@@ -208,7 +208,7 @@ TrainResult Interrupted(TrainConfig c, const std::string& dir, int resume_worker
 
 TEST(FashionMnistTrainTest, ResumeIsBitwiseEqualToAnUninterruptedRun) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.max_train = 600;   // 12 steps an epoch at batch 50
   c.launch.workers = 2;
   std::ostringstream log;
@@ -222,7 +222,7 @@ TEST(FashionMnistTrainTest, ResumeIsBitwiseEqualToAnUninterruptedRun) {
 
 TEST(FashionMnistTrainTest, ResumeWithAnotherWorkerCount) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.max_train = 600;
   c.launch.workers = 2;
   std::ostringstream log;
@@ -241,7 +241,7 @@ TEST(FashionMnistTrainTest, ResumeWithAnotherWorkerCount) {
 // model's test accuracy: the saving run's, not 0.
 TEST(FashionMnistTrainTest, ResumingAFinishedRunReportsItsAccuracy) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.max_train = 600;
   c.epochs = 1;
   c.checkpoint_dir = std::string(getenv("TEST_TMPDIR")) + "/resume_finished";
@@ -250,7 +250,7 @@ TEST(FashionMnistTrainTest, ResumingAFinishedRunReportsItsAccuracy) {
   c.resume = true;
   c.launch.workers = 2;
   const TrainResult resumed = TrainFashionMnist(c, log);
-  EXPECT_TRUE(resumed.epochs.empty());
+  EXPECT_TRUE(resumed.evals.empty());
   EXPECT_GT(whole.test_accuracy, 0.5);
   EXPECT_DOUBLE_EQ(resumed.test_accuracy, whole.test_accuracy);
 }
@@ -261,7 +261,7 @@ bool HasSourceLocation(const std::string& message) {
   return std::regex_search(message, std::regex(R"( at [A-Za-z0-9_/.]+\.(cc|h):[0-9]+\])"));
 }
 
-std::string ErrorOf(TrainConfig c) {
+std::string ErrorOf(FashionMnistConfig c) {
   try {
     std::ostringstream log;
     TrainFashionMnist(c, log);
@@ -276,7 +276,7 @@ std::string ErrorOf(TrainConfig c) {
 
 TEST(FashionMnistTrainTest, ResumeRefusesAnotherRunsCheckpoint) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.max_train = 600;
   c.epochs = 1;
   c.checkpoint_dir = std::string(getenv("TEST_TMPDIR")) + "/resume_refuse";
@@ -299,7 +299,7 @@ TEST(FashionMnistTrainTest, ResumeRefusesAnotherRunsCheckpoint) {
 // several workers the launcher names the worker that failed.
 TEST(FashionMnistTrainTest, ALoneWorkersErrorIsNotPrefixed) {
   if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.max_train = 600;
   c.epochs = 1;
   c.checkpoint_dir = std::string(getenv("TEST_TMPDIR")) + "/resume_other_model";
@@ -325,7 +325,7 @@ TEST(FashionMnistTrainTest, ALoneWorkersErrorIsNotPrefixed) {
 }
 
 TEST(FashionMnistTrainTest, BadConfigurationNamesTheFlag) {
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.epochs = 0;
   EXPECT_EQ(ErrorOf(c), "--epochs must be at least 1, got 0");
   c = Small();
@@ -363,7 +363,7 @@ TEST(FashionMnistTrainTest, BadConfigurationNamesTheFlag) {
 
 // Without a GPU, --device=cuda is a usage error that says why once.
 TEST(FashionMnistTrainTest, CudaWithoutAGpuIsAUsageError) {
-  TrainConfig c = Small();
+  FashionMnistConfig c = Small();
   c.launch.device = "cuda";
   const std::string error = ErrorOf(c);
   if (error == "<no error>") GTEST_SKIP() << "this machine has a usable GPU";

@@ -100,28 +100,25 @@ bool HaveDataset(const std::string& dir) {
 
 // The first `n` images of a split, pixels in [0, 1], and their labels; or,
 // without the dataset, fixed pseudo-random ones.
-data::Dataset Images(const Options& o, bool train, int64_t n) {
+data::TensorDataset Images(const Options& o, bool train, int64_t n) {
   if (HaveDataset(o.data_dir)) return data::LoadFashionMnist(o.data_dir, train, n);
   Rng rng(train ? 1 : 2);
   std::vector<float> pixels(n * kPixels), labels(n);
   for (float& p : pixels) p = rng.Uniform();
   for (float& l : labels) l = static_cast<float>(rng.UniformInt(10));
-  data::Dataset d;
-  d.images = Tensor::FromVector(pixels, {n, kPixels});
-  d.labels = Tensor::FromVector(labels, {n});
-  d.num_classes = 10;
-  return d;
+  return data::TensorDataset(Tensor::FromVector(pixels, {n, kPixels}),
+                             Tensor::FromVector(labels, {n}), 10, "random images");
 }
 
 // A few AdamW steps, so the exported weights are not the initial ones.
 void Train(const Options& o, Layer& model) {
-  const data::Dataset train = Images(o, /*train=*/true, kTrain);
+  const data::TensorDataset train = Images(o, /*train=*/true, kTrain);
   auto optimizer = MakeOptimizer(OptimizerConfig{}, model.Parameters());
   SoftmaxCrossEntropyLoss loss;
   for (int step = 0; step < o.steps; ++step) {
     const int64_t begin = (step * kBatch) % kTrain;
     optimizer->ZeroGrad();
-    loss.Forward(model.Forward(train.images.Slice(begin, begin + kBatch).To(o.device)),
+    loss.Forward(model.Forward(train.features.Slice(begin, begin + kBatch).To(o.device)),
                  train.labels.Slice(begin, begin + kBatch).To(o.device));
     model.Backward(loss.Backward());
     optimizer->Step();
@@ -148,10 +145,10 @@ int Run(const Options& o) {
     bf16.dtype = DType::kBFloat16;
     ExportSafetensors(o.export_bf16, *model, bf16);
   }
-  const data::Dataset test = Images(o, /*train=*/false, kImages);
-  if (!o.inputs.empty()) WriteNpy(o.inputs, test.images.ToVector(), test.images.shape());
+  const data::TensorDataset test = Images(o, /*train=*/false, kImages);
+  if (!o.inputs.empty()) WriteNpy(o.inputs, test.features.ToVector(), test.features.shape());
   model->SetTraining(false);
-  const Tensor logits = model->Forward(test.images.To(o.device));
+  const Tensor logits = model->Forward(test.features.To(o.device));
   if (!o.logits.empty()) WriteNpy(o.logits, logits.ToVector(), logits.shape());
   return 0;
 }

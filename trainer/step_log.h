@@ -17,8 +17,8 @@
 // then and only then. The gradients are read after the reducer's Backward,
 // whose lane has waited for their reduction: the per-bucket optimizer
 // update reads them but leaves them as they are.
-#ifndef TANDEM_EXAMPLES_FASHION_MNIST_STEP_LOG_H_
-#define TANDEM_EXAMPLES_FASHION_MNIST_STEP_LOG_H_
+#ifndef TANDEM_TRAINER_STEP_LOG_H_
+#define TANDEM_TRAINER_STEP_LOG_H_
 
 #include <chrono>
 #include <cstdint>
@@ -69,4 +69,4 @@ class StepLog {
 
 }  // namespace tandem
 
-#endif  // TANDEM_EXAMPLES_FASHION_MNIST_STEP_LOG_H_
+#endif  // TANDEM_TRAINER_STEP_LOG_H_

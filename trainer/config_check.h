@@ -1,26 +1,32 @@
-// What TrainFashionMnist checks before it trains, so that a mistake costs
-// the user a second, not a run: every flag's range, flags that contradict
-// each other, the data directory, the directories of the output files, the
-// device, and that the checkpoint --resume would continue is this run's.
-// Each failure is a UsageError naming the flag and saying what to do.
+// What Train checks before it trains, so that a mistake costs the user a
+// second, not a run: every flag's range, flags that contradict each other,
+// the device, the directories of the output files, and that the checkpoint
+// --resume would continue is this run's. Each failure is a UsageError naming
+// the flag and saying what to do.
 //
-//   CheckConfig(config);                       // before loading anything
-//   const Datasets data = LoadData(config);
-//   CheckResumable(config, data.train.size()); // before any worker starts
-#ifndef TANDEM_EXAMPLES_FASHION_MNIST_CONFIG_CHECK_H_
-#define TANDEM_EXAMPLES_FASHION_MNIST_CONFIG_CHECK_H_
+//   CheckConfig(config);                          // before loading anything
+//   CheckResumable(config, train.size());         // before any worker starts
+#ifndef TANDEM_TRAINER_CONFIG_CHECK_H_
+#define TANDEM_TRAINER_CONFIG_CHECK_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "examples/fashion_mnist/train.h"
 #include "io/checkpoint.h"
+#include "trainer/train_config.h"
 
 namespace tandem {
 
 // Throws UsageError for the first problem found.
 void CheckConfig(const TrainConfig& config);
+
+// A file written during or at the end of the run (named by `flag`): its
+// directory must exist and be writable now, not after hours of training.
+// Nothing for an empty path.
+void CheckOutputFile(const char* flag, const std::string& path);
+
+bool IsDirectory(const std::string& path);
 
 // What a checkpoint must match to be resumed by a configuration: the data
 // order and the meaning of its position depend on them. Saved under
@@ -40,4 +46,4 @@ void CheckResumable(const TrainConfig& config, int64_t train_examples);
 
 }  // namespace tandem
 
-#endif  // TANDEM_EXAMPLES_FASHION_MNIST_CONFIG_CHECK_H_
+#endif  // TANDEM_TRAINER_CONFIG_CHECK_H_

@@ -1,4 +1,4 @@
-#include "examples/fashion_mnist/step_log.h"
+#include "trainer/step_log.h"
 
 #include <cmath>
 #include <utility>

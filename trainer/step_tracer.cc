@@ -1,4 +1,4 @@
-#include "examples/fashion_mnist/step_tracer.h"
+#include "trainer/step_tracer.h"
 
 #include "core/backend_registry.h"
 

@@ -15,8 +15,8 @@
 //   Tensor logits = model.Forward(x, tracer.forward_hook());
 //   ...  tracer.LossDone();  reducer.Backward(...);  tracer.BackwardDone();
 //   tracer.End();
-#ifndef TANDEM_EXAMPLES_FASHION_MNIST_STEP_TRACER_H_
-#define TANDEM_EXAMPLES_FASHION_MNIST_STEP_TRACER_H_
+#ifndef TANDEM_TRAINER_STEP_TRACER_H_
+#define TANDEM_TRAINER_STEP_TRACER_H_
 
 #include <memory>
 #include <string>
@@ -60,4 +60,4 @@ class StepTracer {
 
 }  // namespace tandem
 
-#endif  // TANDEM_EXAMPLES_FASHION_MNIST_STEP_TRACER_H_
+#endif  // TANDEM_TRAINER_STEP_TRACER_H_

@@ -1,4 +1,4 @@
-#include "examples/fashion_mnist/config_check.h"
+#include "trainer/config_check.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,12 +35,13 @@ void CheckRanges(const TrainConfig& c) {
   if (c.epochs < 1) Fail("--epochs must be at least 1, got ", c.epochs);
   if (c.batch_size < 1) Fail("--batch_size must be at least 1, got ", c.batch_size);
   if (!(c.bucket_mb > 0)) Fail("--bucket_mb must be positive, got ", c.bucket_mb);
-  if (!(c.dropout >= 0 && c.dropout < 1)) Fail("--dropout must be in [0, 1), got ", c.dropout);
-  for (const int64_t size : c.hidden) {
-    if (size < 1) Fail("--hidden sizes must be positive, got ", size);
+  if (c.steps < 0) Fail("--steps must not be negative, got ", c.steps);
+  if (c.accumulate < 1) Fail("--accumulate must be at least 1, got ", c.accumulate);
+  if (c.warmup_steps < 0) Fail("--warmup must not be negative, got ", c.warmup_steps);
+  if (!(c.clip_grad_norm >= 0)) {
+    Fail("--clip_grad_norm must be a non-negative number (0: off), got ", c.clip_grad_norm);
   }
-  if (c.max_train == 0) Fail("--max_train must be at least 1 (or -1 for all), got 0");
-  if (c.max_test == 0) Fail("--max_test must be at least 1 (or -1 for all), got 0");
+  if (c.eval_every < 0) Fail("--eval_every must not be negative, got ", c.eval_every);
   if (c.max_steps < 0) Fail("--max_steps must not be negative, got ", c.max_steps);
   if (c.trace_steps < 1) Fail("--trace_steps must be at least 1, got ", c.trace_steps);
   if (c.log_every < 0) Fail("--log_every must not be negative, got ", c.log_every);
@@ -57,9 +58,6 @@ void CheckRanges(const TrainConfig& c) {
 }
 
 void CheckChoices(const TrainConfig& c) {
-  if (!OneOf(c.activation, {"relu", "gelu", "tanh", "identity"})) {
-    Fail("--activation=", c.activation, " is not an activation: use relu, gelu, tanh or identity");
-  }
   if (!OneOf(c.lr_schedule, {"constant", "cosine"})) {
     Fail("--lr_schedule=", c.lr_schedule, " is not a schedule: use constant or cosine");
   }
@@ -116,6 +114,10 @@ void CheckLaunch(const TrainConfig& c) {
     Fail("--batch_size=", c.batch_size, " is smaller than --workers=", workers,
          ": every worker needs at least one example");
   }
+  if (c.batch_size < static_cast<int64_t>(workers) * c.accumulate) {
+    Fail("--batch_size=", c.batch_size, " cannot give each of ", workers, " worker(s) ",
+         c.accumulate, " micro-batches (--accumulate): every micro-batch needs an example");
+  }
   if (!(c.launch.collective_timeout_s > 0)) {
     Fail("--collective_timeout must be a positive number of seconds, got ",
          c.launch.collective_timeout_s);
@@ -126,26 +128,13 @@ void CheckLaunch(const TrainConfig& c) {
   CheckDevice(c.launch.device, mpi ? 0 : workers);
 }
 
+}  // namespace
+
 bool IsDirectory(const std::string& path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
 }
 
-void CheckDataDir(const std::string& dir) {
-  const char* const hint =
-      ": install the data set (`sudo apt-get install dataset-fashion-mnist` on Debian) "
-      "or point --data_dir at the directory holding the four Fashion-MNIST .gz files";
-  if (!IsDirectory(dir)) Fail("--data_dir=", dir, " is not a directory", hint);
-  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
-    if (!std::ifstream(dir + "/" + name).good()) {
-      Fail("--data_dir=", dir, " has no readable ", name, hint);
-    }
-  }
-}
-
-// A file written at the end of an epoch or of the run: its directory must
-// exist now, not after hours of training.
 void CheckOutputFile(const char* flag, const std::string& path) {
   if (path.empty()) return;
   if (IsDirectory(path)) Fail(flag, "=", path, " is a directory: give a file name");
@@ -160,13 +149,10 @@ void CheckOutputFile(const char* flag, const std::string& path) {
   }
 }
 
-}  // namespace
-
 void CheckConfig(const TrainConfig& config) {
   CheckRanges(config);
   CheckChoices(config);
   CheckLaunch(config);
-  CheckDataDir(config.data_dir);
   CheckOutputFile("--metrics", config.metrics_path);
   CheckOutputFile("--plot", config.plot_path);
   CheckOutputFile("--trace", config.trace_path);
@@ -193,7 +179,7 @@ void CheckRunKey(const CheckpointState& state, const std::vector<uint64_t>& key,
                "--checkpoint_dir");
   }
   if (saved->second == key) return;
-  const char* const names[] = {"--seed", "--batch_size", "training examples (--max_train)"};
+  const char* const names[] = {"--seed", "--batch_size", "training examples"};
   std::ostringstream differences;
   for (size_t i = 0; i < key.size(); ++i) {
     if (saved->second[i] == key[i]) continue;

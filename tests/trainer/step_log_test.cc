@@ -1,8 +1,8 @@
-// StepLog (examples/fashion_mnist/step_log.h) over two worker threads, with
+// StepLog (trainer/step_log.h) over two worker threads, with
 // closed forms: the row's loss is the sum of the ranks' losses, its gradient
 // norm the L2 norm of every gradient together, rows come every N-th step,
 // and samples per second count the examples since the previous row.
-#include "examples/fashion_mnist/step_log.h"
+#include "trainer/step_log.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,201 @@
+// The Trainer on a small synthetic task: gradient accumulation, clipping,
+// prefetching, runs by steps, and the checks on a task.
+#include "trainer/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/backend_registry.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "layers/mlp.h"
+
+namespace tandem {
+namespace {
+
+// 3 classes of 8 features: the class is which of three feature sums is
+// largest, so a small MLP learns it.
+data::TensorDataset Synthetic(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> x(n * 8), y(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float sums[3] = {0, 0, 0};
+    for (int64_t j = 0; j < 8; ++j) {
+      x[i * 8 + j] = rng.Uniform() * 2 - 1;
+      sums[j % 3] += x[i * 8 + j];
+    }
+    y[i] = static_cast<float>(std::max_element(sums, sums + 3) - sums);
+  }
+  return data::TensorDataset(Tensor::FromVector(x, {n, 8}), Tensor::FromVector(y, {n}), 3,
+                             "synthetic");
+}
+
+struct Fixture {
+  data::TensorDataset train = Synthetic(384, 1), test = Synthetic(128, 2);
+  TrainTask task;
+  Fixture() {
+    task.name = "synthetic";
+    task.train = &train;
+    task.test = &test;
+    task.build_model = [](const ModelContext& m) {
+      Rng rng(m.seed);
+      MlpOptions options;
+      options.device = m.device;
+      options.precision = m.precision;
+      return Mlp({8, 16, 3}, Activation::kRelu, rng, options);
+    };
+  }
+};
+
+TrainConfig Quick() {
+  TrainConfig c;
+  c.epochs = 2;
+  c.batch_size = 32;
+  c.quiet = true;
+  c.optimizer.name = "sgd";
+  c.optimizer.lr = 0.1f;
+  c.launch.workers = 2;
+  return c;
+}
+
+TrainResult TrainOn(const TrainConfig& config) {
+  Fixture f;
+  std::ostringstream log;
+  return Train(f.task, config, log);
+}
+
+void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tolerance) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tolerance) << "parameter " << i;
+}
+
+TEST(TrainerTest, LearnsTheSyntheticTask) {
+  const TrainResult r = TrainOn(Quick());
+  ASSERT_EQ(r.evals.size(), 2u);
+  EXPECT_EQ(r.evals[1].step, 2 * 12);
+  EXPECT_LT(r.evals[1].loss, r.evals[0].loss);
+  EXPECT_GT(r.test_accuracy, 0.6);
+}
+
+// Micro-batches accumulate to the same gradient as the whole shard: the
+// parameters agree to float32 rounding (sums in another order).
+TEST(TrainerTest, AccumulatingMicroBatchesMatchesWholeBatches) {
+  TrainConfig c = Quick();
+  const TrainResult whole = TrainOn(c);
+  c.accumulate = 4;
+  const TrainResult micro = TrainOn(c);
+  ExpectNear(micro.parameters, whole.parameters, 2e-5f);
+  EXPECT_NE(micro.parameters, whole.parameters);  // really another summation
+  c.launch.workers = 1;
+  c.accumulate = 3;  // uneven micro-batches: 32 rows as 10, 11, 11
+  ExpectNear(TrainOn(c).parameters, whole.parameters, 2e-5f);
+}
+
+// A bound the gradient never reaches changes nothing, bitwise (the
+// optimizer steps after the reduction instead of per bucket, which gives the
+// same bits); a tight bound slows learning.
+TEST(TrainerTest, ClippingAtAnUnreachedNormChangesNothing) {
+  TrainConfig c = Quick();
+  const TrainResult plain = TrainOn(c);
+  c.clip_grad_norm = 1e9f;
+  EXPECT_EQ(TrainOn(c).parameters, plain.parameters);
+  c.clip_grad_norm = 1e-4f;
+  const TrainResult clipped = TrainOn(c);
+  EXPECT_GT(clipped.evals.back().loss, plain.evals.back().loss + 0.05);
+}
+
+TEST(TrainerTest, PrefetchingGivesTheSameBits) {
+  TrainConfig c = Quick();
+  const TrainResult background = TrainOn(c);
+  c.prefetch = false;
+  EXPECT_EQ(TrainOn(c).parameters, background.parameters);
+}
+
+// --steps: exactly that many steps, on into a second epoch; evaluations
+// every eval_every steps and at the end.
+TEST(TrainerTest, RunsByStepsAcrossEpochs) {
+  TrainConfig c = Quick();
+  c.steps = 17;  // 12 steps an epoch
+  c.eval_every = 5;
+  const TrainResult r = TrainOn(c);
+  std::vector<int64_t> steps;
+  for (const EvalStats& e : r.evals) steps.push_back(e.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{5, 10, 15, 17}));
+  EXPECT_EQ(r.evals.back().epoch, 2);
+}
+
+TEST(TrainerTest, WarmUpRampsTheLearningRate) {
+  TrainConfig c = Quick();
+  c.lr_schedule = "constant";
+  c.epochs = 1;
+  c.max_steps = 1;
+  const TrainResult full = TrainOn(c);
+  c.warmup_steps = 1000;  // the first step at lr / 1000
+  const TrainResult ramped = TrainOn(c);
+  // Parameters moved 1000 times less (SGD without momentum), up to the
+  // rounding of parameter + update in float32.
+  TrainConfig none = Quick();
+  none.max_steps = 1;
+  none.optimizer.lr = 0.f;
+  const TrainResult start = TrainOn(none);
+  double moved_full = 0, moved_ramped = 0;
+  for (size_t i = 0; i < start.parameters.size(); ++i) {
+    moved_full += std::abs(full.parameters[i] - start.parameters[i]);
+    moved_ramped += std::abs(ramped.parameters[i] - start.parameters[i]);
+  }
+  EXPECT_NEAR(moved_ramped * 1000, moved_full, 0.05 * moved_full);
+  EXPECT_GT(moved_full, 0.0);
+}
+
+// On one GPU, with accumulation, clipping and prefetching through pinned
+// copies on a lane of their own: the CPU's result to float32 rounding.
+TEST(TrainerTest, TrainsOnAGpuAsOnTheCpu) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no GPU: " << CudaUnavailableReason();
+  TrainConfig c = Quick();
+  c.launch.workers = 1;
+  c.accumulate = 2;
+  c.clip_grad_norm = 1.f;
+  const TrainResult cpu = TrainOn(c);
+  c.launch.device = "cuda";
+  const TrainResult gpu = TrainOn(c);
+  ExpectNear(gpu.parameters, cpu.parameters, 1e-4f);
+  EXPECT_NEAR(gpu.test_accuracy, cpu.test_accuracy, 0.02);
+}
+
+TEST(TrainerTest, BadTasksAndFlagsAreNamed) {
+  Fixture f;
+  std::ostringstream log;
+  TrainConfig c = Quick();
+  c.epochs = 0;
+  try {
+    Train(f.task, c, log);
+    FAIL() << "--epochs=0 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--epochs must be at least 1, got 0");
+  }
+  c = Quick();
+  c.accumulate = 0;
+  EXPECT_THROW(Train(f.task, c, log), UsageError);
+  c.accumulate = 17;  // 32 examples for 2 workers x 17 micro-batches
+  try {
+    Train(f.task, c, log);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--accumulate"), std::string::npos) << e.what();
+  }
+  data::TensorDataset wide(Tensor::Zeros({4, 9}), Tensor::Zeros({4}), 3, "wide.npy");
+  f.task.test = &wide;
+  try {
+    Train(f.task, Quick(), log);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("wide.npy has 9"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds and runs tests/consumer: a workspace of its own that uses Tandem as
+# an external repository (local_repository + tandem_dependencies(), as
+# README.md's "Use Tandem in your project" shows), so Tandem's public
+# targets, include paths and CUDA build are checked from outside: it runs
+# the consumer's test (which builds the trainer and every library under it,
+# CUDA backend included), then its training program.
+#   tools/test_consumer.sh [extra bazel test arguments]
+# It uses its own output base and shuts its Bazel server down on the way out.
+set -euo pipefail
+cd "$(dirname "$0")/../tests/consumer"
+base="${TMPDIR:-/tmp}/tandem_bazel_consumer"
+trap 'bazel --output_base="$base" shutdown 2>/dev/null || true' EXIT
+# No bazel-* links in the source tree: --symlink_prefix=/ makes none.
+bazel --output_base="$base" test --symlink_prefix=/ "$@" //...
+bazel --output_base="$base" run --symlink_prefix=/ //:train_tiny
