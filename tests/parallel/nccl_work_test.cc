@@ -178,8 +178,11 @@ TEST_F(OneRankTest, EventsAreRecycled) {
   // At most an ordering event per collective in flight, and a start and an
   // end for the timed ones.
   EXPECT_LE(created, 50 + 2);
+  // The second round reuses the first round's events: it may need a few
+  // more (the watchdog hands an event back only at its next poll, so how
+  // many are in flight at once varies), never one per collective.
   round();
-  EXPECT_EQ(comm().events_created(), created);
+  EXPECT_LT(comm().events_created(), created + 50 / 2);
 }
 
 TEST_F(OneRankTest, NoElementsIsDoneAtOnce) {

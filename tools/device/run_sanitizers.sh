@@ -60,7 +60,8 @@ for tool in memcheck racecheck; do
   done
   for b in bin/tests_parallel__gpu_reducer_test bin/tests_parallel__nccl_communicator_test \
            bin/tests_parallel__nccl_work_test bin/tests_parallel__nccl_watchdog_test \
-           bin/tests_parallel__pipeline_gpu_test bin/tests_parallel__launcher_test; do
+           bin/tests_parallel__pipeline_gpu_test bin/tests_parallel__launcher_test \
+           bin/tests_trainer__trainer_test; do
     [ -x "$b" ] || continue
     run $tool "$(basename $b)" "$cs" --tool $tool $nccl_flags --error-exitcode 3 "$b" \
       --gtest_filter="$threads_nccl_filter"
