@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -126,6 +127,30 @@ TEST(TrainerTest, RunsByStepsAcrossEpochs) {
   for (const EvalStats& e : r.evals) steps.push_back(e.step);
   EXPECT_EQ(steps, (std::vector<int64_t>{5, 10, 15, 17}));
   EXPECT_EQ(r.evals.back().epoch, 2);
+}
+
+// A run by steps stopped at step 10 (mid-epoch 1) and resumed to its end
+// equals the run never stopped, bitwise; so does one stopped in epoch 2.
+TEST(TrainerTest, ResumingARunByStepsIsBitwiseTheUninterruptedRun) {
+  TrainConfig c = Quick();
+  c.steps = 17;  // 12 steps an epoch
+  c.optimizer.name = "adamw";
+  c.optimizer.lr = 1e-2f;
+  const TrainResult whole = TrainOn(c);
+  for (const int64_t stop : {10, 14}) {
+    TrainConfig first = c;
+    first.checkpoint_dir = std::string(std::getenv("TEST_TMPDIR")) + "/steps_" +
+                           std::to_string(stop);
+    first.max_steps = stop;
+    TrainOn(first);
+    TrainConfig rest = first;
+    rest.max_steps = 0;
+    rest.resume = true;
+    const TrainResult resumed = TrainOn(rest);
+    EXPECT_EQ(resumed.parameters, whole.parameters) << "stopped at step " << stop;
+    ASSERT_FALSE(resumed.evals.empty());
+    EXPECT_EQ(resumed.evals.back().step, 17);
+  }
 }
 
 TEST(TrainerTest, WarmUpRampsTheLearningRate) {
