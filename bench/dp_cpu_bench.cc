@@ -20,6 +20,15 @@
 //   ar_*_us       median over --comm_iters of one AllReduce (kAverage) of
 //                 that many bytes, each after a Barrier, slowest rank;
 //   barrier_us    median over --comm_iters of one Barrier, slowest rank.
+//   gflops        GEMM arithmetic of one step (forward, weight and input
+//                 gradients: 2 x batch x in x out per product) / step_ms,
+//                 all ranks together; gflops_per_core divides it by the
+//                 cores in use, min(hardware threads, workers x
+//                 cpu_threads), so it compares with one core's peak.
+// Before the results a line `machine ...` names the CPU's vector ISA
+// (avx2, avx512f, avx512_bf16 from /proc/cpuinfo) and the GEMM library with
+// the kernels it chose; --cpu_threads sets the intra-op threads of each
+// worker (0: hardware threads / workers, see core/cpu/cpu_threads.h).
 // loss_first / loss_last are the global-batch loss of the first warm-up step
 // and of the last timed step (cross-entropy against random labels, so it
 // barely falls); `replicas` is "same" when every rank ends with bitwise-equal
@@ -31,7 +40,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -39,7 +50,9 @@
 
 #include "bench/bench_util.h"
 #include "bench/comm_timing.h"
+#include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/cpu/cpu_threads.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "layers/layer.h"
@@ -77,7 +90,38 @@ struct BenchConfig {
   int comm_iters = 20;
   int64_t small_bytes = 4 << 10;
   int64_t large_bytes = 16 << 20;
+  int cpu_threads = 0;  // 0: the launcher's sizing
 };
+
+// GEMM floating-point operations of one training step of the MLP on the
+// global batch: forward and weight gradient of every layer, input gradient
+// of every layer but the first.
+double StepGemmFlops(const BenchConfig& c) {
+  std::vector<int64_t> sizes = {c.inputs};
+  sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
+  sizes.push_back(c.classes);
+  double products = 0;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    products += (l == 0 ? 2.0 : 3.0) * static_cast<double>(sizes[l] * sizes[l + 1]);
+  }
+  return 2.0 * static_cast<double>(c.batch_size) * products;
+}
+
+// "avx2=yes avx512f=no avx512_bf16=no": the vector extensions the CPU
+// reports in /proc/cpuinfo's first flags line.
+std::string CpuIsa() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {}
+  std::istringstream words(line);
+  std::vector<std::string> flags{std::istream_iterator<std::string>(words), {}};
+  std::string isa;
+  for (const char* want : {"avx2", "fma", "avx512f", "avx512_bf16"}) {
+    const bool has = std::find(flags.begin(), flags.end(), want) != flags.end();
+    isa += std::string(isa.empty() ? "" : " ") + want + (has ? "=yes" : "=no");
+  }
+  return isa;
+}
 
 // Latencies of the worker's communicator, all ranks' worst.
 struct CommLatency {
@@ -204,6 +248,9 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   const double wait_ms = bench::MeanOverRanks(
       worker.comm, 1e3 * comm_wait / (static_cast<double>(c.steps) * c.repeats));
   const bool same = ReplicasIdentical(worker.comm, *model);
+  const int threads = cpu::CpuThreads();
+  const double gflops = StepGemmFlops(c) / (step_ms * 1e6);
+  const int cores = std::min(cpu::HardwareThreads(), worker.size * threads);
   TANDEM_CHECK(std::isfinite(last_loss)) << "loss is not finite; lower --lr";
 
   bench::Row row;
@@ -220,6 +267,9 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
       .Add("step_ms", step_ms, 2)
       .Add("step_ms_min", step_ms_min, 2)
       .Add("samples_per_s", c.batch_size / (step_ms / 1e3), 0)
+      .Add("cpu_threads", threads)
+      .Add("gflops", gflops, 1)
+      .Add("gflops_per_core", gflops / cores, 1)
       .Add("comm_wait_ms", wait_ms, 3)
       .Add("comm_wait_pct", 100.0 * wait_ms / step_ms, 1)
       .Add("ar_small_bytes", c.small_bytes)
@@ -272,6 +322,8 @@ int main(int argc, char** argv) {
   app.add_option("--comm_iters", c.comm_iters, "repetitions of each latency measurement");
   app.add_option("--small_bytes", c.small_bytes, "small all-reduce size in bytes");
   app.add_option("--large_bytes", c.large_bytes, "large all-reduce size in bytes");
+  app.add_option("--cpu_threads", c.cpu_threads,
+                 "intra-op threads per worker; 0: hardware threads / workers");
   CLI11_PARSE(app, argc, argv);
 
   return bench::RunMain([&] {
@@ -289,6 +341,10 @@ int main(int argc, char** argv) {
                  c.large_bytes % 4 == 0)
         << "--small_bytes and --large_bytes must be positive multiples of 4";
 
+    cpu::SetCpuThreads(c.cpu_threads);
+    const std::string backend = GetBackend(Device::Cpu()).Describe();
+    std::cout << "machine " << CpuIsa() << " hardware_threads=" << cpu::HardwareThreads()
+              << " backend=\"" << backend << "\"\n";
     const LaunchMode mode = ParseLaunchMode(c.mode);
     bench::ResultPrinter results;
     if (mode == LaunchMode::kMpi) {
@@ -315,8 +371,9 @@ int main(int argc, char** argv) {
               << hidden << "-10 (" << rows[0].Get("params") << " params), global batch "
               << c.batch_size << ", " << c.repeats << " runs of " << c.steps
               << " timed steps after " << c.warmup << " warm-up steps";
-      results.PrintTable({"mode", "workers", "overlap", "bucket_mb", "buckets", "step_ms",
-                          "step_ms_min", "samples_per_s", "comm_wait_ms", "ar_small_us",
+      results.PrintTable({"mode", "workers", "cpu_threads", "overlap", "bucket_mb", "buckets",
+                          "step_ms", "step_ms_min", "samples_per_s", "gflops",
+                          "gflops_per_core", "comm_wait_ms", "ar_small_us",
                           "ar_large_us", "ar_large_GBps", "barrier_us", "replicas"},
                          caption.str());
     }

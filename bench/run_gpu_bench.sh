@@ -15,7 +15,7 @@
 #   bash bench/run_gpu_bench.sh
 # SANITIZE=1 adds a compute-sanitizer memcheck of a short small-model run
 # (with graph capture), up to 2 more minutes.
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # Logs collect in a temporary folder and travel back as one archive (few

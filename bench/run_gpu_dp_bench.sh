@@ -6,7 +6,7 @@
 # (bench/dp_summary.py). Binaries from .device (tools/device/bundle.sh).
 #   bash .device/run_gpu_dp_bench.sh
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
 # Everything below runs once more inside this: its output, then dp_summary.py's
 # table (scaling, the DDP ratio) and the targets' verdicts over it.

@@ -50,7 +50,7 @@ export TMPDIR=$work
 # MPIRUN_ARGS: extra mpirun options (e.g. --mca settings to compare).
 mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2 ${MPIRUN_ARGS:-})
 if [ "$device" = cuda ]; then
-  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+  export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
   mpirun+=(-x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
 fi
 common=(--device="$device")

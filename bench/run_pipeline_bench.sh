@@ -5,7 +5,7 @@
 # Binaries from .device (tools/device/bundle.sh).
 #   bash .device/run_pipeline_bench.sh
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
 [ -d "$here/bin" ] || bash "$here/unpack.sh"
 rc=0

@@ -10,7 +10,7 @@
 set -u
 cd "$(dirname "$0")"
 bash ./unpack.sh
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp} rounds=${1:-3}
 bin=bin/examples__fashion_mnist
 flags=(--data_dir=data --device=cuda --epochs=4 --quiet)

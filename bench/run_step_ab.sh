@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")"
 bash ./unpack.sh
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 a=base/gpu_step_bench
 b=bin/bench__gpu_step_bench
 [ -x "$a" ] && [ -x "$b" ] || { echo "run_step_ab: needs $a and $b" >&2; exit 2; }

@@ -13,6 +13,7 @@
 
 #include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/cpu/cpu_threads.h"
 #include "parallel/device_communicators.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/thread_communicator.h"
@@ -257,6 +258,7 @@ void LaunchMpi(Device device, const LaunchOptions& options,
   // One GPU per rank: the node-local rank picks it.
   if (device.is_cuda()) CheckGpuPerRank(comm);
   const Device mine = device.is_cuda() ? Device::Cuda(comm.local_rank()) : device;
+  if (mine.is_cpu()) cpu::SizeCpuThreadsForWorkers(comm.local_size());
   Worker worker{comm.rank(), comm.size(), mine, comm, nullptr, {}};
   // Destroyed before `comm` and `runtime`: their bootstrap ran over them.
   std::vector<std::unique_ptr<Communicator>> devices;
@@ -307,6 +309,10 @@ void Launch(const LaunchOptions& options,
       << "--collective_timeout must be positive, got " << options.collective_timeout_s;
   TANDEM_CHECK(options.gradient_lanes >= 1)
       << "--gradient_lanes must be at least 1, got " << options.gradient_lanes;
+  TANDEM_CHECK(options.cpu_threads >= 0)
+      << "--cpu_threads must be 0 (one thread per core and worker) or more, got "
+      << options.cpu_threads;
+  if (options.cpu_threads > 0) cpu::SetCpuThreads(options.cpu_threads);
   const Device device = ResolveDevice(options.device);
   if (threads) {
     const int workers = options.workers.value_or(1);
@@ -315,6 +321,8 @@ void Launch(const LaunchOptions& options,
     TANDEM_CHECK(device.is_cpu() || workers <= CudaDeviceCount())
         << "--workers=" << workers << " but only " << CudaDeviceCount()
         << " CUDA device(s) are visible (threads mode puts one worker on each GPU)";
+    // CPU workers share the cores: workers x intra-op threads <= cores.
+    if (device.is_cpu()) cpu::SizeCpuThreadsForWorkers(workers);
     LaunchThreads(workers, device, options, fn);
   } else {
     TANDEM_CHECK(!options.workers.has_value())

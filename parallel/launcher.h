@@ -81,6 +81,10 @@ struct LaunchOptions {
   // is faster (fewer NCCL kernels competing for SMs; docs/benchmarks.md),
   // hence the default.
   int gradient_lanes = 1;
+  // Workers on the CPU: intra-op threads per worker (--cpu_threads); 0 lets
+  // TANDEM_CPU_THREADS or the launcher's sizing decide (hardware threads /
+  // workers on this host; core/cpu/cpu_threads.h).
+  int cpu_threads = 0;
 };
 
 struct Worker {
@@ -112,6 +116,8 @@ struct Worker {
 // Validates `options` (throwing tandem::Error that names the flag), then runs
 // fn once per worker and returns when all have returned. See the failure
 // rules above.
+// Workers on the CPU: also sets the CPU backend's intra-op threads
+// (LaunchOptions::cpu_threads, or hardware threads / workers on this host).
 void Launch(const LaunchOptions& options,
             const std::function<void(Worker&)>& fn);
 

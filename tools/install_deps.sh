@@ -11,6 +11,7 @@ PACKAGES=(
   bazel-bootstrap        # Bazel 4.2.3 (offline build; see third_party/)
   g++
   libeigen3-dev          # CPU backend
+  libopenblas-pthread-dev  # CPU backend's GEMMs (third_party/BUILD :openblas)
   zlib1g-dev             # gzip-compressed IDX files
   libopenmpi-dev         # --mode=mpi
   openmpi-bin            # mpirun

@@ -122,6 +122,9 @@ void CheckLaunch(const TrainConfig& c) {
     Fail("--collective_timeout must be a positive number of seconds, got ",
          c.launch.collective_timeout_s);
   }
+  if (c.launch.cpu_threads < 0) {
+    Fail("--cpu_threads must be 0 (cores / workers) or more, got ", c.launch.cpu_threads);
+  }
   if (c.launch.gradient_lanes < 1) {
     Fail("--gradient_lanes must be at least 1, got ", c.launch.gradient_lanes);
   }

@@ -112,6 +112,8 @@ void AddParallelismFlags(CLI::App& app, TrainConfig& c, TrainerCommandLine::Raw&
                "all-reduce gradients as bfloat16 (half the bytes), back into float32");
   app.add_option("--gradient_lanes", c.launch.gradient_lanes,
                  "GPUs: NCCL communicators the gradient buckets are spread over");
+  app.add_option("--cpu_threads", c.launch.cpu_threads,
+                 "CPU workers: intra-op threads each (0: cores / workers on this machine)");
   app.add_flag("--no_prefetch", [&c](int64_t) { c.prefetch = false; },
                "prepare each batch on the training thread, not in the background");
 }

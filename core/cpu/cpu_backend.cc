@@ -1,6 +1,5 @@
 #include "core/cpu/cpu_backend.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,9 +8,11 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_allocator.h"
+#include "core/cpu/cpu_gemm.h"
 #include "core/cpu/cpu_layer_norm.h"
 #include "core/cpu/cpu_math.h"
 #include "core/cpu/cpu_math_ops.h"
+#include "core/cpu/cpu_threads.h"
 #include "core/kernel_math.h"
 
 namespace tandem {
@@ -98,9 +99,12 @@ class CpuBackend : public Backend {
  public:
   Device device() const override { return Device::Cpu(); }
   Allocator& allocator() override { return allocator_; }
-  std::string Describe() const override { return "cpu (Eigen " +
-      std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
-      "." + std::to_string(EIGEN_MINOR_VERSION) + ")"; }
+  // E.g. "cpu (GEMM: OpenBLAS 0.3.21 (Zen kernels), 2 threads)".
+  std::string Describe() const override {
+    const int threads = CpuThreads();
+    return "cpu (GEMM: " + cpu::Describe(gemm_library_) + ", " + std::to_string(threads) +
+           (threads == 1 ? " thread)" : " threads)");
+  }
 
   Lane main_lane() override { return Lane(this, &lane_, "main"); }
   Lane side_lane() override { return Lane(this, &lane_, "side"); }
@@ -145,7 +149,8 @@ class CpuBackend : public Backend {
       std::copy(from.get(), from.get() + m * n, out.get());
     }
     In A(a, m * k), B(b, k * n);
-    math::Gemm(trans_a, trans_b, m, n, k, alpha, A.get(), B.get(), beta, out.get());
+    cpu::Gemm(gemm_library_, pool_, CpuThreads(), trans_a, trans_b, m, n, k, alpha, A.get(),
+              B.get(), beta, out.get());
     if (spec.bias.data != nullptr) {
       In bias(spec.bias, n);
       math::BiasActivation(spec.activation, out.get(), bias.get(), nullptr, out.get(), m, n);
@@ -344,6 +349,9 @@ class CpuBackend : public Backend {
 
   CpuAllocator allocator_;
   CpuLane lane_;
+  const GemmLibrary gemm_library_ = GemmLibraryFromEnvironment();
+  // Intra-op threads for GEMMs, shared by every thread calling the context.
+  ThreadPool pool_;
 };
 
 }  // namespace

@@ -34,31 +34,6 @@ int64_t RowArgmax(const float* row, int64_t cols) {
 
 }  // namespace
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, const float* b, float beta, float* c) {
-  MatrixMap C(c, m, n);
-  if (k == 0) {
-    if (beta == 0.f) C.setZero(); else C *= beta;
-    return;
-  }
-  // Stored shapes: A is [m, k] or [k, m]; B is [k, n] or [n, k].
-  ConstMatrixMap A(a, trans_a ? k : m, trans_a ? m : k);
-  ConstMatrixMap B(b, trans_b ? n : k, trans_b ? k : n);
-  // beta == 0 must overwrite C without reading it (it may hold garbage).
-  auto assign = [&](const auto& product) {
-    if (beta == 0.f) {
-      C.noalias() = alpha * product;
-    } else {
-      C *= beta;
-      C.noalias() += alpha * product;
-    }
-  };
-  if (!trans_a && !trans_b) assign(A * B);
-  else if (trans_a && !trans_b) assign(A.transpose() * B);
-  else if (!trans_a && trans_b) assign(A * B.transpose());
-  else assign(A.transpose() * B.transpose());
-}
-
 void BiasActivation(Activation activation, const float* x, const float* bias, float* pre,
                     float* out, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {

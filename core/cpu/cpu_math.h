@@ -1,6 +1,7 @@
-// The CPU backend's float32 math (Eigen maps over the operands, no copies).
-// cpu_backend.cc runs every op through these, widening bfloat16 operands to
-// float32 first and rounding results back.
+// The CPU backend's float32 math (Eigen maps over the operands, no copies),
+// GEMMs aside (core/cpu/cpu_gemm.h). cpu_backend.cc runs every op through
+// these, widening bfloat16 operands to float32 first and rounding results
+// back.
 #ifndef TANDEM_CORE_CPU_CPU_MATH_H_
 #define TANDEM_CORE_CPU_CPU_MATH_H_
 
@@ -12,9 +13,6 @@ namespace tandem {
 namespace cpu {
 namespace math {
 
-// c = alpha op(a) op(b) + beta c (c not read when beta is 0).
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, const float* b, float beta, float* c);
 void BiasActivation(Activation activation, const float* x, const float* bias, float* pre,
                     float* out, int64_t rows, int64_t cols);
 void ColumnSums(const float* x, int64_t rows, int64_t cols, float alpha, float beta,

@@ -28,8 +28,14 @@ if [ $with_data = 1 ]; then
   mkdir -p .device/data && cp /usr/share/datasets/fashion-mnist/*.gz .device/data/
   cp /usr/share/dict/american-english .device/data/  # examples/char_lm
 fi
+# The CPU backend's GEMM library (third_party/BUILD, openblas) and what it
+# links, which the GPU machine's image may lack: the run scripts put lib/ on
+# LD_LIBRARY_PATH.
+mkdir -p .device/lib
+cp -L /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \
+  /usr/lib/x86_64-linux-gnu/libgfortran.so.5 /usr/lib/x86_64-linux-gnu/libquadmath.so.0 .device/lib/
 # The binaries share most of their bytes (the CUDA kernels' fat binary):
 # compressed together they travel well under the 64 MiB limit.
-tar -C .device -cJf .device/bin.tar.xz bin && rm -rf .device/bin
+tar -C .device -cJf .device/bin.tar.xz bin lib && rm -rf .device/bin .device/lib
 cp tools/device/unpack.sh .device/
 du -sh .device

@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")"
 bash ./unpack.sh
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 out=${OUT:-/tmp}
 run() {  # name command...
   local name=$1; shift

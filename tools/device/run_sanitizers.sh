@@ -12,7 +12,7 @@
 set -u
 cd "$(dirname "$0")"
 bash ./unpack.sh
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0 GTEST_COLOR=no
 # Tests that size work by wall time shrink it under the tool (pipeline_gpu_test).
 export TANDEM_UNDER_SANITIZER=1

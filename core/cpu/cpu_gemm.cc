@@ -1,0 +1,182 @@
+#include "core/cpu/cpu_gemm.h"
+
+#include <cblas-openblas.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace tandem {
+namespace cpu {
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Stride = Eigen::OuterStride<>;
+using ConstMatrixMap = Eigen::Map<const RowMajor, 0, Stride>;
+using MatrixMap = Eigen::Map<RowMajor, 0, Stride>;
+
+// One block: c = alpha op(a) op(b) + beta c with leading dimensions, k > 0.
+struct Block {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+};
+
+void EigenBlock(const Block& g, float alpha, float beta) {
+  MatrixMap C(g.c, g.m, g.n, Stride(g.ldc));
+  ConstMatrixMap A(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Stride(g.lda));
+  ConstMatrixMap B(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Stride(g.ldb));
+  // beta == 0 must overwrite C without reading it (it may hold garbage).
+  auto assign = [&](const auto& product) {
+    if (beta == 0.f) {
+      C.noalias() = alpha * product;
+    } else {
+      C *= beta;
+      C.noalias() += alpha * product;
+    }
+  };
+  if (!g.trans_a && !g.trans_b) assign(A * B);
+  else if (g.trans_a && !g.trans_b) assign(A.transpose() * B);
+  else if (!g.trans_a && g.trans_b) assign(A * B.transpose());
+  else assign(A.transpose() * B.transpose());
+}
+
+void OpenBlasBlock(const Block& g, float alpha, float beta) {
+  // One OpenBLAS thread per call, for the whole process: the intra-op threads
+  // are ours (see Note [Blocked GEMM]).
+  static const bool single_threaded = (openblas_set_num_threads(1), true);
+  (void)single_threaded;
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
+              g.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(g.m),
+              static_cast<blasint>(g.n), static_cast<blasint>(g.k), alpha, g.a,
+              static_cast<blasint>(g.lda), g.b, static_cast<blasint>(g.ldb), beta, g.c,
+              static_cast<blasint>(g.ldc));
+}
+
+// Block `index` of `plan` within the whole product `whole`.
+Block Slice(const Block& whole, const GemmPlan& plan, int64_t index) {
+  Block g = whole;
+  const int64_t begin = index * plan.width;
+  if (plan.by_columns) {
+    g.n = std::min(plan.width, whole.n - begin);
+    g.b += whole.trans_b ? begin * whole.ldb : begin;
+    g.c += begin;
+  } else {
+    g.m = std::min(plan.width, whole.m - begin);
+    g.a += whole.trans_a ? begin : begin * whole.lda;
+    g.c += begin * whole.ldc;
+  }
+  return g;
+}
+
+// The k == 0 product is zero: c = beta c, without reading c for beta 0.
+void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
+  const int64_t size = m * n;
+  if (beta == 0.f) {
+    std::fill(c, c + size, 0.f);
+  } else {
+    for (int64_t i = 0; i < size; ++i) c[i] *= beta;
+  }
+}
+
+}  // namespace
+
+bool OpenBlasKernelsFitThisCpu() {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return true;
+  // OpenBLAS's kernels older than AVX2, which it falls back to on a CPU it
+  // does not know. See Note [OpenBLAS on a CPU it does not know].
+  const std::string core = openblas_get_corename();
+  for (const char* old : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                          "Katmai", "Coppermine", "Northwood", "Banias", "Opteron",
+                          "Barcelona", "Bobcat", "Sandybridge", "Bulldozer", "Piledriver"}) {
+    if (core == old) return false;
+  }
+#endif
+  return true;
+}
+
+GemmLibrary GemmLibraryFromEnvironment() {
+  const char* text = std::getenv("TANDEM_CPU_GEMM");
+  if (text == nullptr || *text == '\0') {
+    return OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas : GemmLibrary::kEigen;
+  }
+  if (std::strcmp(text, "openblas") == 0) return GemmLibrary::kOpenBlas;
+  TANDEM_CHECK(std::strcmp(text, "eigen") == 0)
+      << "TANDEM_CPU_GEMM=" << text
+      << " is not a GEMM library: set openblas (the default) or eigen";
+  return GemmLibrary::kEigen;
+}
+
+std::string Describe(GemmLibrary library) {
+  if (library == GemmLibrary::kEigen) {
+    std::string eigen = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+                        std::to_string(EIGEN_MAJOR_VERSION) + "." +
+                        std::to_string(EIGEN_MINOR_VERSION);
+    if (!OpenBlasKernelsFitThisCpu()) {
+      eigen += std::string("; OpenBLAS chose its ") + openblas_get_corename() +
+               " kernels for this CPU: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) to use it";
+    }
+    return eigen;
+  }
+  std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  version.erase(0, version.find_first_not_of(' '));
+  version.erase(version.find_last_not_of(' ') + 1);
+  return version + " (" + openblas_get_corename() + " kernels)";
+}
+
+GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k) {
+  GemmPlan plan;
+  plan.by_columns = n >= m;
+  const int64_t split = plan.by_columns ? n : m;
+  const int64_t other = plan.by_columns ? m : n;
+  // The most blocks, a power of two up to kMaxBlocks, that keeps each at
+  // least kMinBlockWidth wide and kMinBlockFlops large.
+  int64_t count = 1;
+  while (count < kMaxBlocks && split / (2 * count) >= kMinBlockWidth &&
+         2.0 * other * k * (static_cast<double>(split) / (2 * count)) >= kMinBlockFlops) {
+    count *= 2;
+  }
+  // Widths a multiple of 16 floats (64 bytes), so blocks start on cache lines
+  // when the matrix does.
+  plan.width = ((split + count - 1) / count + 15) / 16 * 16;
+  plan.count = (split + plan.width - 1) / plan.width;
+  return plan;
+}
+
+void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool trans_b,
+          int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+          float beta, float* c) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return ScaleOnly(m, n, beta, c);
+  const Block whole{trans_a, trans_b, m, n, k,
+                    a,       /*lda=*/trans_a ? m : k,
+                    b,       /*ldb=*/trans_b ? k : n,
+                    c,       /*ldc=*/n};
+  const GemmPlan plan = PlanGemm(m, n, k);
+  auto run = [&](int64_t index) {
+    const Block g = plan.count == 1 ? whole : Slice(whole, plan, index);
+    if (library == GemmLibrary::kOpenBlas) {
+      OpenBlasBlock(g, alpha, beta);
+    } else {
+      EigenBlock(g, alpha, beta);
+    }
+  };
+  if (plan.count == 1 || threads <= 1) {
+    for (int64_t i = 0; i < plan.count; ++i) run(i);
+    return;
+  }
+  pool.ParallelFor(plan.count, threads, run);
+}
+
+}  // namespace cpu
+}  // namespace tandem

@@ -1,0 +1,84 @@
+// The CPU backend's float32 GEMM: c = alpha op(a) op(b) + beta c on
+// row-major matrices, computed by a BLAS library in column or row blocks
+// spread over the CPU context's thread pool.
+//
+//   cpu::GemmPlan plan = cpu::PlanGemm(m, n, k);      // blocks from the shape
+//   cpu::Gemm(cpu::GemmLibrary::kOpenBlas, pool, threads, false, true, m, n, k,
+//             1.f, a, b, 0.f, c);                      // c = a b^T
+//
+// Libraries: OpenBLAS by default, or Eigen (compiled for AVX2) with
+// TANDEM_CPU_GEMM=eigen. OpenBLAS is Debian's build for all x86-64 CPUs: it
+// picks its kernels for the CPU it runs on (AVX2 or AVX-512), and
+// OPENBLAS_CORETYPE=Haswell forces the AVX2 ones. Its first GEMM sets it to
+// one thread per call for the whole process (openblas_set_num_threads(1)):
+// the threads are ours, and single-threaded calls from several threads at
+// once are safe in its threaded build.
+//
+// Note [Blocked GEMM]
+// Rule: a GEMM's result is bitwise the same for any intra-op thread count.
+// Mechanism: PlanGemm splits the output into blocks from (m, n, k) alone,
+// never from the thread count; each block is one library call over the full
+// k with the block's own a or b slice, so every output element comes from
+// the same call with the same arguments whichever thread runs it, and the
+// threads only decide who makes which call. A block is a set of whole
+// columns (n >= m) or whole rows (m > n): the library's packing of the
+// shared operand is repeated per block, so blocks are at least
+// kMinBlockWidth wide and kMinBlockFlops large.
+// Across machines the bits follow the kernels OpenBLAS picks for the CPU
+// (AVX2 or AVX-512 ones sum in different orders); OPENBLAS_CORETYPE=Haswell
+// on every machine picks the same AVX2 kernels everywhere.
+#ifndef TANDEM_CORE_CPU_CPU_GEMM_H_
+#define TANDEM_CORE_CPU_CPU_GEMM_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/cpu/cpu_thread_pool.h"
+
+namespace tandem {
+namespace cpu {
+
+enum class GemmLibrary { kOpenBlas, kEigen };
+
+// TANDEM_CPU_GEMM: "openblas" or "eigen"; throws tandem::Error naming the
+// variable for anything else. Unset: OpenBLAS, unless its kernels are older
+// than the CPU (see Note [OpenBLAS on a CPU it does not know]).
+//
+// Note [OpenBLAS on a CPU it does not know]
+// OpenBLAS picks its kernels from the CPU's identity when it loads; on a CPU
+// newer than the library (Debian 12's 0.3.21 on a recent Xeon, for one) it
+// falls back to its oldest x86-64 kernels (Prescott: SSE3), several times
+// slower than Eigen's AVX2 code. So where the CPU has AVX2 and FMA but
+// OpenBLAS chose kernels older than those, the GEMMs go to Eigen, and
+// Describe() says so and how to override: OPENBLAS_CORETYPE=SkylakeX (AVX-512)
+// or Haswell (AVX2) in the environment makes OpenBLAS use those kernels.
+GemmLibrary GemmLibraryFromEnvironment();
+// False where the CPU has AVX2 and FMA but OpenBLAS chose older kernels.
+bool OpenBlasKernelsFitThisCpu();
+// E.g. "OpenBLAS 0.3.21 (Zen kernels)" or "Eigen 3.4.0".
+std::string Describe(GemmLibrary library);
+
+// How a GEMM's output is split: `count` blocks of `width` columns (or rows;
+// the last may be narrower). See Note [Blocked GEMM].
+struct GemmPlan {
+  bool by_columns = true;
+  int64_t count = 1;
+  int64_t width = 0;
+};
+constexpr int64_t kMinBlockWidth = 256;
+constexpr double kMinBlockFlops = 8e6;
+constexpr int64_t kMaxBlocks = 8;
+GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k);
+
+// c = alpha op(a) op(b) + beta c, c [m, n]; c is not read when beta is 0.
+// Stored shapes: a is [m, k] or, with trans_a, [k, m]; b is [k, n] or, with
+// trans_b, [n, k]. Runs PlanGemm's blocks on up to `threads` threads of
+// `pool`.
+void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool trans_b,
+          int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+          float beta, float* c);
+
+}  // namespace cpu
+}  // namespace tandem
+
+#endif  // TANDEM_CORE_CPU_CPU_GEMM_H_

@@ -1,0 +1,107 @@
+#include "core/cpu/cpu_thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+
+namespace tandem {
+namespace cpu {
+
+// One ParallelFor call. Tasks are claimed by an atomic counter; `finished`
+// counts those done, and the caller sleeps on `done` until it reaches
+// `tasks`. `helpers_wanted` bounds how many helpers join the job.
+struct ThreadPool::Job {
+  const std::function<void(int64_t)>* fn;
+  int64_t tasks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int> helpers_wanted{0};
+  std::mutex mu;
+  std::condition_variable done;
+  int64_t finished = 0;            // guarded by mu
+  std::exception_ptr error;        // guarded by mu
+};
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : helpers_) t.join();
+}
+
+int ThreadPool::helpers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(helpers_.size());
+}
+
+void ThreadPool::EnsureHelpers(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (static_cast<int>(helpers_.size()) < n) {
+    helpers_.emplace_back([this] { HelperLoop(); });
+  }
+}
+
+void ThreadPool::RunTasks(Job& job) {
+  int64_t ran = 0;
+  std::exception_ptr error;
+  for (int64_t i = job.next.fetch_add(1); i < job.tasks; i = job.next.fetch_add(1)) {
+    try {
+      (*job.fn)(i);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+    ++ran;
+  }
+  if (ran == 0) return;
+  std::lock_guard<std::mutex> lock(job.mu);
+  if (error && !job.error) job.error = error;
+  job.finished += ran;
+  if (job.finished == job.tasks) job.done.notify_all();
+}
+
+void ThreadPool::HelperLoop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = queue_.front();
+      // The last helper a job wants takes it off the queue.
+      if (job->helpers_wanted.fetch_sub(1) <= 1) queue_.pop_front();
+    }
+    RunTasks(*job);
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t tasks, int threads,
+                             const std::function<void(int64_t)>& fn) {
+  if (tasks <= 0) return;
+  const int helpers = static_cast<int>(std::min<int64_t>(std::max(threads, 1), tasks)) - 1;
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->tasks = tasks;
+  if (helpers > 0) {
+    EnsureHelpers(helpers);
+    job->helpers_wanted.store(helpers);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(job);
+    }
+    for (int i = 0; i < helpers; ++i) wake_.notify_one();
+  }
+  RunTasks(*job);
+  // Helpers that have not picked the job up yet would find no task left;
+  // take it off the queue so they do not wake for nothing.
+  if (helpers > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
+  }
+  std::unique_lock<std::mutex> lock(job->mu);
+  job->done.wait(lock, [&] { return job->finished == job->tasks; });
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+}  // namespace cpu
+}  // namespace tandem

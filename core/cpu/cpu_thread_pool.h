@@ -1,0 +1,58 @@
+// A pool of helper threads for the CPU backend's ops: ParallelFor runs
+// fn(0) .. fn(tasks - 1), the calling thread and up to `threads - 1` helpers
+// each taking the next task until none is left, and returns when all have
+// run. Several threads (the workers of threads mode) may call it at once;
+// they share the helpers, and a caller never waits for a helper to start:
+// with every helper busy it runs all its tasks itself.
+//
+//   ThreadPool pool;
+//   pool.ParallelFor(blocks, CpuThreads(), [&](int64_t b) { Compute(b); });
+//
+// Which thread runs a task is not fixed, so a task must give the same result
+// on any thread: it writes only its own outputs, in an order of its own.
+#ifndef TANDEM_CORE_CPU_CPU_THREAD_POOL_H_
+#define TANDEM_CORE_CPU_CPU_THREAD_POOL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tandem {
+namespace cpu {
+
+class ThreadPool {
+ public:
+  ThreadPool() = default;
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Runs fn(i) for every i in [0, tasks) on at most `threads` threads (the
+  // caller included); starts helpers on first need. The first exception a
+  // task throws is rethrown here, after every task has finished.
+  void ParallelFor(int64_t tasks, int threads, const std::function<void(int64_t)>& fn);
+  // Helper threads started so far.
+  int helpers() const;
+
+ private:
+  struct Job;
+  void EnsureHelpers(int n);
+  void HelperLoop();
+  static void RunTasks(Job& job);
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;  // jobs with tasks still unclaimed
+  std::vector<std::thread> helpers_;
+  bool stopping_ = false;
+};
+
+}  // namespace cpu
+}  // namespace tandem
+
+#endif  // TANDEM_CORE_CPU_CPU_THREAD_POOL_H_

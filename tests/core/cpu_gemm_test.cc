@@ -1,0 +1,295 @@
+// Tests core/cpu/cpu_gemm.h, cpu_thread_pool.h and cpu_threads.h: the CPU
+// backend's GEMM against a naive double-precision reference for many shapes,
+// transposes, alpha and beta; the rule of Note [Blocked GEMM] (bitwise the
+// same result for any thread count); the thread pool; the thread-count
+// setting. //tests/core:cpu_gemm_avx2_test runs this same file with
+// OPENBLAS_CORETYPE=Haswell, OpenBLAS's AVX2 kernels, so that a machine with
+// AVX-512 tests both of OpenBLAS's paths.
+#include <cblas-openblas.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cpu/cpu_gemm.h"
+#include "core/cpu/cpu_thread_pool.h"
+#include "core/cpu/cpu_threads.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+
+namespace tandem {
+namespace cpu {
+namespace {
+
+struct Case {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+};
+
+std::vector<float> Random(int64_t size, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(size));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Row-major a [m, k] (or [k, m]) and b [k, n] (or [n, k]) as the test holds them.
+struct Operands {
+  std::vector<float> a, b, c;
+  explicit Operands(const Case& t, uint32_t seed)
+      : a(Random(t.m * t.k, seed)), b(Random(t.k * t.n, seed + 1)),
+        c(Random(t.m * t.n, seed + 2)) {}
+};
+
+float At(const std::vector<float>& x, bool trans, int64_t rows, int64_t cols, int64_t r,
+         int64_t c) {
+  return trans ? x[c * rows + r] : x[r * cols + c];
+}
+
+void ExpectNearReference(const Case& t, const Operands& in, const std::vector<float>& got) {
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        const double x = double(At(in.a, t.trans_a, t.m, t.k, i, p)) *
+                         At(in.b, t.trans_b, t.k, t.n, p, j);
+        sum += x;
+        magnitude += std::fabs(x);
+      }
+      const double c = t.beta == 0.f ? 0.0 : double(t.beta) * in.c[i * t.n + j];
+      const double want = t.alpha * sum + c;
+      const double tol = 1e-5 * (std::fabs(t.alpha) * magnitude + std::fabs(c) + 1.0);
+      ASSERT_NEAR(got[i * t.n + j], want, tol)
+          << "element (" << i << ", " << j << ") of " << (t.trans_a ? "a^T" : "a") << " "
+          << (t.trans_b ? "b^T" : "b") << " m=" << t.m << " n=" << t.n << " k=" << t.k
+          << " alpha=" << t.alpha << " beta=" << t.beta;
+    }
+  }
+}
+
+std::vector<float> RunGemm(GemmLibrary library, ThreadPool& pool, int threads, const Case& t,
+                       const Operands& in) {
+  std::vector<float> c = in.c;
+  // beta == 0: c may hold garbage, which must not reach the result.
+  if (t.beta == 0.f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+  Gemm(library, pool, threads, t.trans_a, t.trans_b, t.m, t.n, t.k, t.alpha, in.a.data(),
+       in.b.data(), t.beta, c.data());
+  return c;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  const int64_t sizes[][3] = {{1, 1, 1},    {3, 5, 7},     {17, 33, 65},   {64, 64, 64},
+                              {1, 300, 9},  {300, 1, 9},   {31, 513, 130}, {513, 31, 130},
+                              {40, 600, 0}, {256, 784, 37}};
+  const float scalars[][2] = {{1.f, 0.f}, {0.5f, 1.f}, {-2.f, 0.25f}};
+  int i = 0;
+  for (const auto& s : sizes) {
+    for (int trans = 0; trans < 4; ++trans) {
+      const auto& ab = scalars[i++ % 3];
+      cases.push_back({(trans & 1) != 0, (trans & 2) != 0, s[0], s[1], s[2], ab[0], ab[1]});
+    }
+  }
+  return cases;
+}
+
+class GemmLibraryTest : public ::testing::TestWithParam<GemmLibrary> {};
+
+TEST_P(GemmLibraryTest, MatchesNaiveReference) {
+  ThreadPool pool;
+  uint32_t seed = 1;
+  for (const Case& t : Cases()) {
+    const Operands in(t, seed += 3);
+    for (int threads : {1, 3}) ExpectNearReference(t, in, RunGemm(GetParam(), pool, threads, t, in));
+  }
+}
+
+// See Note [Blocked GEMM].
+TEST_P(GemmLibraryTest, BitwiseSameForAnyThreadCount) {
+  ThreadPool pool;
+  const Case shapes[] = {{false, true, 256, 1024, 784, 1.f, 0.f},
+                         {true, false, 1024, 784, 256, 1.f, 1.f},
+                         {false, false, 300, 1100, 129, -0.5f, 0.5f},
+                         {true, true, 1100, 300, 129, 2.f, 0.f}};
+  for (const Case& t : shapes) {
+    ASSERT_GT(PlanGemm(t.m, t.n, t.k).count, 1) << "the shape must split into blocks";
+    const Operands in(t, 7);
+    const std::vector<float> one = RunGemm(GetParam(), pool, 1, t, in);
+    for (int threads : {2, 3, 8}) {
+      const std::vector<float> many = RunGemm(GetParam(), pool, threads, t, in);
+      ASSERT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float)))
+          << threads << " threads changed the bits of m=" << t.m << " n=" << t.n
+          << " k=" << t.k;
+    }
+  }
+}
+
+// Several threads calling at once (the workers of threads mode), each with
+// beta = 1 so that a block computed twice or a buffer shared between calls
+// shows in the bits. Many small GEMMs make calls overlap often: OpenBLAS's
+// serial build, whose calls can share a packing buffer, fails this.
+TEST_P(GemmLibraryTest, ConcurrentCallersGetTheirOwnResults) {
+  ThreadPool pool;
+  const Case t{true, false, 64, 64, 64, 1.f, 1.f};
+  const Operands in(t, 11);
+  const std::vector<float> want = RunGemm(GetParam(), pool, 1, t, in);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&, c] {
+      for (int i = 0; i < 3000; ++i) {
+        if (RunGemm(GetParam(), pool, 1 + (c + i) % 3, t, in) != want) wrong++;
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  EXPECT_EQ(wrong.load(), 0) << "of 9000 concurrent GEMMs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Libraries, GemmLibraryTest,
+                         ::testing::Values(GemmLibrary::kOpenBlas, GemmLibrary::kEigen),
+                         [](const auto& info) {
+                           return info.param == GemmLibrary::kOpenBlas ? "OpenBlas" : "Eigen";
+                         });
+
+TEST(CpuGemmTest, PlanDependsOnShapeAndCoversIt) {
+  for (int64_t n : {1, 63, 64, 255, 256, 511, 512, 784, 1024, 1025, 5000, 100000}) {
+    const GemmPlan plan = PlanGemm(64, n, 512);
+    EXPECT_EQ(plan.by_columns, n >= 64) << "the longer side is split, n=" << n;
+    const int64_t split = plan.by_columns ? n : 64;
+    EXPECT_LE(plan.count, kMaxBlocks);
+    EXPECT_GE(plan.count * plan.width, split);
+    EXPECT_LT((plan.count - 1) * plan.width, split) << "an empty block for n=" << n;
+    if (plan.count > 1) {
+      EXPECT_GE(plan.width, kMinBlockWidth);
+    }
+  }
+  EXPECT_FALSE(PlanGemm(1024, 784, 256).by_columns);
+  EXPECT_EQ(PlanGemm(1024, 784, 256).count, 4);
+  EXPECT_EQ(PlanGemm(256, 1024, 1024).count, 4);
+  EXPECT_EQ(PlanGemm(10, 1024, 256).count, 1) << "too few flops to split";
+}
+
+// Which OpenBLAS kernels run: forced ones when OPENBLAS_CORETYPE is set
+// (cpu_gemm_avx2_test sets Haswell), the CPU's own otherwise.
+TEST(CpuGemmTest, OpenBlasKernelsAreTheForcedOnes) {
+  const std::string core = openblas_get_corename();
+  const std::string description = Describe(GemmLibrary::kOpenBlas);
+  std::cout << "OpenBLAS: " << openblas_get_config() << "; GEMM: " << description << "\n";
+  EXPECT_NE(description.find(core), std::string::npos) << description;
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (forced == nullptr) return;
+  EXPECT_EQ(core, forced) << "OPENBLAS_CORETYPE=" << forced << " did not pick those kernels";
+}
+
+// cpu_gemm_old_kernels_test forces OpenBLAS's SSE3 kernels (Prescott), as
+// OpenBLAS picks on a CPU it does not know: on a CPU with AVX2 the GEMMs then
+// go to Eigen, and the backend's description says how to override. See Note
+// [OpenBLAS on a CPU it does not know].
+TEST(CpuGemmTest, KernelsOlderThanTheCpuFallBackToEigen) {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (forced == nullptr || std::strcmp(forced, "Prescott") != 0) {
+    GTEST_SKIP() << "cpu_gemm_old_kernels_test runs this, with OPENBLAS_CORETYPE=Prescott";
+  }
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    GTEST_SKIP() << "this CPU has no AVX2 and FMA: OpenBLAS's old kernels fit it";
+  }
+  ASSERT_EQ(std::getenv("TANDEM_CPU_GEMM"), nullptr);
+  EXPECT_FALSE(OpenBlasKernelsFitThisCpu());
+  EXPECT_EQ(GemmLibraryFromEnvironment(), GemmLibrary::kEigen);
+  const std::string described = Describe(GemmLibrary::kEigen);
+  EXPECT_NE(described.find("Prescott kernels"), std::string::npos) << described;
+  EXPECT_NE(described.find("OPENBLAS_CORETYPE"), std::string::npos) << described;
+}
+
+TEST(CpuGemmTest, KernelsForThisCpuAreUsed) {
+  if (std::getenv("TANDEM_CPU_GEMM") != nullptr) GTEST_SKIP() << "TANDEM_CPU_GEMM is set";
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (forced != nullptr && std::strcmp(forced, "Prescott") == 0) GTEST_SKIP() << "old kernels forced";
+  EXPECT_TRUE(OpenBlasKernelsFitThisCpu()) << openblas_get_corename();
+  EXPECT_EQ(GemmLibraryFromEnvironment(), GemmLibrary::kOpenBlas);
+}
+
+TEST(CpuThreadPoolTest, RunsEveryTaskOnceFromConcurrentCallers) {
+  ThreadPool pool;
+  constexpr int kCallers = 4, kTasks = 1000;
+  std::vector<std::atomic<int>> counts(kCallers * kTasks);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < 20; ++round) {
+        pool.ParallelFor(kTasks, 3, [&](int64_t i) { counts[c * kTasks + i]++; });
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (const auto& n : counts) ASSERT_EQ(n.load(), 20);
+  EXPECT_LE(pool.helpers(), 2);
+}
+
+TEST(CpuThreadPoolTest, RethrowsATaskError) {
+  ThreadPool pool;
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.ParallelFor(16, 2,
+                                [&](int64_t i) {
+                                  ran++;
+                                  if (i == 5) throw std::runtime_error("task 5");
+                                }),
+               std::runtime_error);
+  EXPECT_EQ(ran.load(), 16) << "the other tasks still run";
+  pool.ParallelFor(4, 2, [&](int64_t) { ran++; });
+  EXPECT_EQ(ran.load(), 20) << "the pool works after an error";
+}
+
+TEST(CpuThreadsTest, FlagThenEnvironmentThenLauncherThenHardware) {
+  unsetenv("TANDEM_CPU_THREADS");
+  SetCpuThreads(0);
+  SizeCpuThreadsForWorkers(1);
+  EXPECT_EQ(CpuThreads(), HardwareThreads());
+  SizeCpuThreadsForWorkers(4 * HardwareThreads());
+  EXPECT_EQ(CpuThreads(), 1) << "more workers than cores: one thread each";
+  setenv("TANDEM_CPU_THREADS", "3", 1);
+  EXPECT_EQ(CpuThreads(), 3);
+  SetCpuThreads(5);
+  EXPECT_EQ(CpuThreads(), 5);
+  SetCpuThreads(0);
+  setenv("TANDEM_CPU_THREADS", "two", 1);
+  EXPECT_THROW(CpuThreads(), Error);
+  unsetenv("TANDEM_CPU_THREADS");
+  EXPECT_THROW(SetCpuThreads(-1), Error);
+}
+
+// Through the backend: ops::Gemm on the CPU, fp32 and bf16, one thread or
+// four, bitwise the same.
+TEST(CpuGemmTest, BackendGemmBitwiseSameForAnyThreadCount) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor x = Tensor::FromVector(Random(256 * 600, 3), {256, 600}, Device::Cpu(), dtype);
+    const Tensor w =
+        Tensor::FromVector(Random(1024 * 600, 4), {1024, 600}, Device::Cpu(), dtype);
+    std::vector<float> results[2];
+    for (int i = 0; i < 2; ++i) {
+      SetCpuThreads(i == 0 ? 1 : 4);
+      Tensor y = Tensor::Empty({256, 1024}, Device::Cpu(), dtype);
+      ops::Gemm(x, false, w, true, y);
+      results[i] = y.ToVector();
+    }
+    SetCpuThreads(0);
+    EXPECT_EQ(results[0], results[1]) << DTypeName(dtype);
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace tandem
