@@ -230,7 +230,6 @@ Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t 
     // Normalised by the global batch: see Note [Gradient averaging].
     micro_loss = loss_.Forward(logits, y, batch.global_size);
   }
-  ops::Axpy(1.f, micro_loss, step_loss_);
   ops::CountCorrect(logits, y, correct_);
   ops::Axpy(1.f, correct_, correct_sum_);
   return micro_loss;
@@ -246,14 +245,24 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   optimizer_->set_lr(WarmedUpLr(schedule_, config_.optimizer.lr, optimizer_->steps(),
                                 total_steps_, config_.warmup_steps));
   optimizer_->ZeroGrad();
-  ops::Fill(step_loss_, 0.f);
   const int64_t rows = batch.features.dim(0);
   const int64_t micro = std::max<int64_t>(1, std::min<int64_t>(config_.accumulate, rows));
   const bool traced = tracer_ && global_step_ >= 1 && global_step_ < 1 + config_.trace_steps;
+  // This worker's share of the global batch's loss: the one micro-batch's,
+  // or the micro-batches' sum.
+  Tensor step_loss;
   for (int64_t m = 0; m < micro; ++m) {
     const bool last = m == micro - 1;
     if (traced && last) tracer_->Begin();
-    ForwardMicro(batch, rows * m / micro, rows * (m + 1) / micro, traced && last);
+    Tensor micro_loss =
+        ForwardMicro(batch, rows * m / micro, rows * (m + 1) / micro, traced && last);
+    if (micro == 1) {
+      step_loss = micro_loss;
+    } else {
+      if (m == 0) ops::Fill(step_loss_, 0.f);
+      ops::Axpy(1.f, micro_loss, step_loss_);
+      step_loss = step_loss_;
+    }
     if (traced && last) tracer_->LossDone();
     if (!last) {
       reducer_->set_sync(false);
@@ -262,8 +271,8 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
     }
   }
   ++global_step_;
-  if (SkipNonFinite(step_loss_, epoch)) return false;
-  ops::Axpy(1.f, step_loss_, loss_sum_);
+  if (SkipNonFinite(step_loss, epoch)) return false;
+  ops::Axpy(1.f, step_loss, loss_sum_);
   reducer_->Backward(loss_.Backward());  // reduces (and updates: see BuildModel)
   if (clipper_) {
     clipper_->Clip();
@@ -273,7 +282,7 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
     tracer_->BackwardDone();
     tracer_->End();
   }
-  FinishStep(step_loss_, epoch, batch.global_size);
+  FinishStep(step_loss, epoch, batch.global_size);
   return true;
 }
 

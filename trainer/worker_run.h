@@ -64,7 +64,8 @@ class WorkerRun {
   data::PrefetchOptions PrefetchFor(int epoch);
   // One step on the next batch; false when it was skipped (non-finite loss).
   bool Step(const data::Batch& batch, int epoch);
-  // Forward and loss of rows [begin, end) of the batch, into the step sums.
+  // Forward and loss of rows [begin, end) of the batch (the accuracy count
+  // into the epoch's sum); returns the micro-batch's loss.
   Tensor ForwardMicro(const data::Batch& batch, int64_t begin, int64_t end, bool traced);
   void FinishStep(const Tensor& step_loss, int epoch, int64_t examples);
   bool StopAfterStep();
@@ -112,7 +113,8 @@ class WorkerRun {
   int stop_signal_ = 0;       // the signal that stopped the run, 0 while none
   LrSchedule schedule_;
   Totals totals_;
-  Tensor loss_sum_, correct_sum_, correct_, step_loss_;
+  Tensor loss_sum_, correct_sum_, correct_;
+  Tensor step_loss_;  // the micro-batches' loss sum, with --accumulate
   // The first step whose loss was not finite, -1 while none: see
   // ops::TrackNonFinite. Read every kCheckEvery steps, not every step.
   Tensor first_bad_;

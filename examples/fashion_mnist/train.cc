@@ -6,7 +6,7 @@
 #include "core/rng.h"
 #include "data/normalize.h"
 #include "layers/mlp.h"
-#include "trainer/config_check.h"
+#include "trainer/config_check.h"  // IsDirectory
 #include "trainer/trainer.h"
 
 namespace tandem {
@@ -60,8 +60,7 @@ void CheckModelAndData(const FashionMnistConfig& c) {
 }  // namespace
 
 TrainResult TrainFashionMnist(const FashionMnistConfig& config, std::ostream& log) {
-  CheckConfig(config);  // the Trainer's flags first: they cost nothing to check
-  CheckModelAndData(config);
+  CheckModelAndData(config);  // before loading; Train checks its own flags
   data::TensorDataset train = data::LoadFashionMnist(config.data_dir, true, config.max_train);
   data::TensorDataset test = data::LoadFashionMnist(config.data_dir, false, config.max_test);
   // Statistics of the training set only, applied to both.

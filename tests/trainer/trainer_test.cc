@@ -91,6 +91,8 @@ TEST(TrainerTest, AccumulatingMicroBatchesMatchesWholeBatches) {
   const TrainResult micro = TrainOn(c);
   ExpectNear(micro.parameters, whole.parameters, 2e-5f);
   EXPECT_NE(micro.parameters, whole.parameters);  // really another summation
+  // The reported loss sums the micro-batches' losses.
+  EXPECT_NEAR(micro.evals.back().loss, whole.evals.back().loss, 1e-5);
   c.launch.workers = 1;
   c.accumulate = 3;  // uneven micro-batches: 32 rows as 10, 11, 11
   ExpectNear(TrainOn(c).parameters, whole.parameters, 2e-5f);
