@@ -197,8 +197,8 @@ Tensor StageWorker::BackwardThroughStage(const Tensor& grad, bool sync) {
   args.input_grad = !first;
   Tensor dx;
   if (reducer) {
-    reducer->set_sync(sync);
-    dx = reducer->BackwardWith(grad, args);
+    dx = reducer->BackwardWith(
+        grad, args, sync ? GradientSync::kReduce : GradientSync::kAccumulateLocally);
   } else {
     dx = stage_model->BackwardWith(grad, args);
   }

@@ -212,19 +212,19 @@ void Reducer::BroadcastParameters() {
   SyncWorkingCopies(model_);  // rank 0's masters, in the working dtype too
 }
 
-Tensor Reducer::Backward(const Tensor& dloss) {
+Tensor Reducer::Backward(const Tensor& dloss, GradientSync sync) {
   BackwardArgs args = BackwardArgs::For(dloss.device());
   args.input_grad = false;
-  return BackwardWith(dloss, args);
+  return BackwardWith(dloss, args, sync);
 }
 
-Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args) {
+Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, GradientSync sync) {
   TANDEM_CHECK(args.update == nullptr || comm_.size() == 1)
       << "model '" << model_.Name() << "': an update inside Backward "
       << "(BackwardArgs::update) keeps no gradients to reduce over "
       << comm_.size() << " workers; step the optimizer after the reducer, or "
       << "register an OptimizerUpdateHook";
-  if (!sync_) {
+  if (sync == GradientSync::kAccumulateLocally) {
     Sequential::LayerHooks hooks;
     hooks.on_layer_done = layer_hook_;
     return model_.BackwardWith(dloss, args, hooks);

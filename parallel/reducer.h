@@ -75,6 +75,10 @@ struct ReducerTimeline {
   std::vector<std::shared_ptr<Work>> bucket_work;
 };
 
+// What a Reducer's Backward does with the gradients: reduce them across
+// the workers (and run the hook), or only accumulate them locally.
+enum class GradientSync { kReduce, kAccumulateLocally };
+
 class Reducer {
  public:
   // `lanes`: communicators over the same ranks (Worker::gradient_lanes());
@@ -88,14 +92,17 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   // Runs the model's backward from dloss on its device's lanes, without the
-  // input gradient (the model's input is data), and reduces the gradients
-  // (unless sync is off). Returns an undefined Tensor.
-  Tensor Backward(const Tensor& dloss);
+  // input gradient (the model's input is data), and reduces the gradients;
+  // with GradientSync::kAccumulateLocally (gradient accumulation: every
+  // micro-step but the last) it only adds into the local gradients: no
+  // collective, no hook. Returns an undefined Tensor.
+  Tensor Backward(const Tensor& dloss, GradientSync sync = GradientSync::kReduce);
   // The same with the caller's arguments (BackwardArgs::update is refused
   // with more than one rank); returns the input gradient when
   // args.input_grad. On return, args.lane's later work sees the reduced
   // gradients (and the hook's updates).
-  Tensor BackwardWith(const Tensor& dloss, const BackwardArgs& args);
+  Tensor BackwardWith(const Tensor& dloss, const BackwardArgs& args,
+                      GradientSync sync = GradientSync::kReduce);
 
   // Replaces the default hook (an in-place sum); see parallel/comm_hook.h.
   void RegisterCommHook(std::unique_ptr<CommHook> hook);
@@ -105,12 +112,6 @@ class Reducer {
   // Asks for timing events on every reduction (ReducerTimeline::bucket_work).
   void set_timed_collectives(bool timed) { timed_ = timed; }
   int num_lanes() const { return static_cast<int>(lanes_.size()); }
-
-  // Gradient accumulation: with sync off, Backward only accumulates local
-  // gradients (no reduction, no hook); turn it back on for the last
-  // micro-step.
-  void set_sync(bool sync) { sync_ = sync; }
-  bool sync() const { return sync_; }
 
   // Copies rank 0's parameters to every rank (done at construction).
   void BroadcastParameters();
@@ -146,7 +147,6 @@ class Reducer {
   std::vector<Communicator*> lanes_;   // buckets round-robin over these
   ReducerOptions options_;
   std::unique_ptr<CommHook> hook_;
-  bool sync_ = true;
   bool timed_ = false;
 
   std::vector<Parameter> params_;

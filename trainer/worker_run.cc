@@ -236,7 +236,7 @@ Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t 
 }
 
 // Micro-batches (--accumulate) split the worker's rows in order; all but
-// the last only accumulate gradients (the reducer's sync off), the last
+// the last only accumulate gradients (GradientSync::kAccumulateLocally), the last
 // reduces them and updates. See Note [Gradient averaging] in
 // parallel/reducer.cc: every micro-batch's loss is divided by the global
 // batch, so the accumulated gradient is the global batch's mean.
@@ -265,9 +265,7 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
     }
     if (traced && last) tracer_->LossDone();
     if (!last) {
-      reducer_->set_sync(false);
-      reducer_->Backward(loss_.Backward());
-      reducer_->set_sync(true);
+      reducer_->Backward(loss_.Backward(), GradientSync::kAccumulateLocally);
     }
   }
   ++global_step_;

@@ -541,8 +541,8 @@ std::vector<StepGradients> OneStep(int n, const std::function<std::unique_ptr<Co
       for (bool sync : {false, true}) {
         for (Parameter& p : model->Parameters()) ops::Fill(*p.grad, 0.f);
         loss.Forward(model->Forward(xs), ys, batch);
-        reducer.set_sync(sync);
-        reducer.Backward(loss.Backward());
+        reducer.Backward(loss.Backward(),
+                         sync ? GradientSync::kReduce : GradientSync::kAccumulateLocally);
         (sync ? result[r].reduced : result[r].local) = Gradients(*model);
       }
     });

@@ -76,7 +76,6 @@ std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
           {shard.size()}, setup.device);
       loss.Forward(model->Forward(xs), ys, global);
       const bool sync = micro + 1 == setup.micro_steps;
-      reducer.set_sync(sync);
       if (setup.per_bucket_update && sync) {
         // The update, and the step's count, happen inside Backward.
         const std::vector<float> before = Flatten(*model);
@@ -87,7 +86,8 @@ std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
             << "per-bucket update: the hook counted " << optimizer->steps() << " steps after "
             << step + 1;
       } else {
-        reducer.Backward(loss.Backward());
+        reducer.Backward(loss.Backward(),
+                         sync ? GradientSync::kReduce : GradientSync::kAccumulateLocally);
       }
     }
     if (!setup.per_bucket_update) optimizer->Step();
