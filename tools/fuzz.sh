@@ -26,7 +26,7 @@
 #                  libclang-rt-14-dev provides the runtime)
 #
 # Bazel's toolchain is gcc, which has no libFuzzer, so this script compiles
-# the targets and the sources they need directly. The same targets also
+# the targets and the sources they need (asked of `bazel query`) directly. The same targets also
 # build under Bazel as plain tests (tests/fuzz/BUILD) that replay a fixed
 # corpus in CI. Exit status: 0 if no fuzzer found anything, 1 otherwise.
 set -euo pipefail
@@ -65,18 +65,28 @@ SAN=(-fsanitize="${FUZZ_SANITIZERS:-address,undefined}"
 CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
           -ffp-contract=off -I. -I"$FUZZ_DIR/include" -isystem /usr/include/eigen3 "${SAN[@]}")
 
-# What the readers link against: compiled with the sanitizers but without
-# coverage, so libFuzzer steers by the readers' branches, not Eigen's.
-LIB_SOURCES=(core/check.cc core/device.cc core/backend.cc core/dtype.cc core/lane.cc
-             core/backend_registry.cc core/tensor.cc core/ops.cc core/ops_math.cc core/op_checks.cc
-             core/ops_layer_norm.cc core/rng.cc core/profile_range.cc
-             core/cpu/cpu_allocator.cc core/cpu/cpu_backend.cc core/cpu/cpu_math.cc
-             core/cpu/cpu_math_ops.cc core/cpu/cpu_layer_norm.cc
-             layers/layer.cc layers/optimizer.cc layers/dropout.cc layers/saved_tensor.cc
-             layers/sequential.cc io/atomic_file.cc)
-# The code under test, with coverage instrumentation.
+# The sources come from the fuzz tests' dependencies in Bazel's graph, so the
+# list follows the BUILD files; the CUDA backend is left out (CPU build).
+# What the readers link against is compiled with the sanitizers but without
+# coverage, so libFuzzer steers by the readers' branches, not Eigen's; the
+# code under test (FUZZED_SOURCES) gets coverage instrumentation.
 FUZZED_SOURCES=(data/idx_reader.cc io/checkpoint.cc io/checkpoint_format.cc
                 tests/fuzz/idx_reader_fuzzer.cc tests/fuzz/checkpoint_fuzzer.cc)
+query='kind("source file", deps(//tests/fuzz:idx_reader_fuzzer_test)
+       union deps(//tests/fuzz:checkpoint_fuzzer_test))'
+if ! labels="$(bazel query "$query" 2>"$FUZZ_DIR/query.log")"; then
+  echo "fuzz.sh: bazel query for the fuzz targets' sources failed:" >&2
+  cat "$FUZZ_DIR/query.log" >&2
+  exit 2
+fi
+LIB_SOURCES=()
+while read -r src; do
+  [[ " ${FUZZED_SOURCES[*]} " == *" $src "* ]] || LIB_SOURCES+=("$src")
+done < <(sed -n 's|^//\([^:]*\):\(.*\.cc\)$|\1/\2|p' <<<"$labels" |
+         grep -v -e '^core/cuda/' -e '^tests/fuzz/')
+# //third_party:openblas's link options.
+LIBS=(-L/usr/lib/x86_64-linux-gnu/openblas-pthread
+      -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lz -pthread)
 
 compile() {  # compile SOURCE EXTRA_FLAGS...
   local src="$1"; shift
@@ -110,11 +120,11 @@ fuzz_one() {  # fuzz_one TARGET
   local target_obj="$FUZZ_DIR/obj/tests_fuzz_${t}_fuzzer.cc.o"
   local bin="$FUZZ_DIR/${t}_fuzzer"
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer "$target_obj" "${lib_objs[@]}" \
-    -lz -pthread -o "$bin"
+    "${LIBS[@]}" -o "$bin"
   # The seed corpus, written by the target's own TandemFuzzSeeds().
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer-no-link "$target_obj" \
     "$FUZZ_DIR/obj/tests_fuzz_fuzz_main.cc.o" "${lib_objs[@]}" \
-    -lz -pthread -o "$FUZZ_DIR/${t}_seeds"
+    "${LIBS[@]}" -o "$FUZZ_DIR/${t}_seeds"
   rm -rf "$FUZZ_DIR/seeds/$t"
   mkdir -p "$FUZZ_DIR/seeds/$t" "$FUZZ_DIR/corpus/$t"
   "$FUZZ_DIR/${t}_seeds" "--write_seeds=$FUZZ_DIR/seeds/$t"

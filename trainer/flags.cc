@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -216,6 +217,9 @@ std::optional<int> TrainerCommandLine::Parse(int argc, const char* const* argv,
   AddParallelismFlags(app_, config_, raw_);
   AddOutputFlags(app_, config_);
   AddReliabilityFlags(app_, config_);
+  // The program's file name, not the path it was started by (under `bazel
+  // run` that is a path deep in Bazel's cache), in usage lines and messages.
+  if (argc > 0) app_.name(std::filesystem::path(argv[0]).filename().string());
   try {
     app_.parse(argc, argv);
     Resolve(app_, raw_, config_);
