@@ -10,10 +10,11 @@
 // Each configuration prints one machine-readable line,
 //   result bench=dp_cpu mode=threads workers=2 overlap=on bucket_mb=4 ...
 // and rank 0 ends with a table of all of them. Times:
-//   step_ms       wall time per training step (ZeroGrad, Forward, loss,
-//                 Reducer::Backward, Step): each of --repeats runs of --steps
-//                 steps gives a mean (slowest rank); the median run's, and
-//                 the fastest run's as step_ms_min;
+//   step_ms       wall time per training step (Forward, loss,
+//                 Reducer::BackwardWith writing the gradients, Step): each
+//                 of --repeats runs of --steps steps gives a mean (slowest
+//                 rank); the median run's, and the fastest run's as
+//                 step_ms_min;
 //   comm_wait_ms  Reducer::last_comm_wait_seconds() per step, mean over all
 //                 timed steps and ranks: how long the end of backward waited
 //                 for all-reduces (0 with one worker: nothing to reduce);
@@ -211,12 +212,15 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
 
   double comm_wait = 0;
   float first_loss = 0, last_loss = 0;
+  // The Trainer's step: Backward writes the gradients (no ZeroGrad pass).
+  BackwardArgs backward = BackwardArgs::For(worker.device);
+  backward.input_grad = false;
+  backward.grad_mode = GradMode::kOverwrite;
   auto step = [&](int i) {
-    sgd.ZeroGrad();
     Tensor logits = model->Forward(xs[i % c.data_sets]);
     // Normalised by the global batch: see Note [Gradient averaging].
     Tensor value = loss.Forward(logits, ys[i % c.data_sets], c.batch_size);
-    reducer.Backward(loss.Backward());
+    reducer.BackwardWith(loss.Backward(), backward);
     sgd.Step();
     comm_wait += reducer.last_comm_wait_seconds();
     return value;

@@ -28,6 +28,19 @@ TANDEM_COPTS = [
     "//conditions:default": [],
 })
 
+# For CPU element-wise loops (core/cpu/, the thread communicator's sums), in
+# every build mode: -O3 vectorises them (GCC's -O2 vectorises only loops of
+# a known trip count); -fno-trapping-math lets it compute both arms of a
+# select, as in ReLU's gradient; -fno-math-errno lets sqrtf be one vector
+# instruction, as in AdamW (no code here reads floating-point exception
+# flags or errno). None of them reorders arithmetic, and vector square roots
+# and divisions round as the scalar ones do, so results stay the same bits.
+TANDEM_CPU_KERNEL_COPTS = [
+    "-O3",
+    "-fno-trapping-math",
+    "-fno-math-errno",
+]
+
 NVCC_FLAGS = [
     "-std=c++17",
     "-O3",

@@ -235,16 +235,17 @@ Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t 
   return micro_loss;
 }
 
-// Micro-batches (--accumulate) split the worker's rows in order; all but
-// the last only accumulate gradients (GradientSync::kAccumulateLocally), the last
-// reduces them and updates. See Note [Gradient averaging] in
-// parallel/reducer.cc: every micro-batch's loss is divided by the global
-// batch, so the accumulated gradient is the global batch's mean.
+// Micro-batches (--accumulate) split the worker's rows in order; the first
+// writes the gradients (GradMode::kOverwrite: no ZeroGrad pass), the others
+// add to them; all but the last only accumulate locally
+// (GradientSync::kAccumulateLocally), the last reduces them and updates.
+// See Note [Gradient averaging] in parallel/reducer.cc: every micro-batch's
+// loss is divided by the global batch, so the accumulated gradient is the
+// global batch's mean.
 bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   ProfileRange range([&] { return "step " + std::to_string(optimizer_->steps() + 1); });
   optimizer_->set_lr(WarmedUpLr(schedule_, config_.optimizer.lr, optimizer_->steps(),
                                 total_steps_, config_.warmup_steps));
-  optimizer_->ZeroGrad();
   const int64_t rows = batch.features.dim(0);
   const int64_t micro = std::max<int64_t>(1, std::min<int64_t>(config_.accumulate, rows));
   const bool traced = tracer_ && global_step_ >= 1 && global_step_ < 1 + config_.trace_steps;
@@ -264,14 +265,12 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
       step_loss = step_loss_;
     }
     if (traced && last) tracer_->LossDone();
-    if (!last) {
-      reducer_->Backward(loss_.Backward(), GradientSync::kAccumulateLocally);
-    }
+    if (!last) BackwardMicro(m == 0, GradientSync::kAccumulateLocally);
   }
   ++global_step_;
   if (SkipNonFinite(step_loss, epoch)) return false;
   ops::Axpy(1.f, step_loss, loss_sum_);
-  reducer_->Backward(loss_.Backward());  // reduces (and updates: see BuildModel)
+  BackwardMicro(micro == 1, GradientSync::kReduce);  // reduces (and updates: see BuildModel)
   if (clipper_) {
     clipper_->Clip();
     optimizer_->Step();
@@ -282,6 +281,13 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   }
   FinishStep(step_loss, epoch, batch.global_size);
   return true;
+}
+
+void WorkerRun::BackwardMicro(bool first, GradientSync sync) {
+  BackwardArgs args = BackwardArgs::For(worker_.device);
+  args.input_grad = false;
+  args.grad_mode = first ? GradMode::kOverwrite : GradMode::kAccumulate;
+  reducer_->BackwardWith(loss_.Backward(), args, sync);
 }
 
 void WorkerRun::FinishStep(const Tensor& step_loss, int epoch, int64_t examples) {

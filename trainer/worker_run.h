@@ -67,6 +67,9 @@ class WorkerRun {
   // Forward and loss of rows [begin, end) of the batch (the accuracy count
   // into the epoch's sum); returns the micro-batch's loss.
   Tensor ForwardMicro(const data::Batch& batch, int64_t begin, int64_t end, bool traced);
+  // The loss's backward through the reducer: the first micro-batch of a step
+  // writes the gradients, later ones add to them.
+  void BackwardMicro(bool first, GradientSync sync);
   void FinishStep(const Tensor& step_loss, int epoch, int64_t examples);
   bool StopAfterStep();
   bool SkipNonFinite(const Tensor& step_loss, int epoch);

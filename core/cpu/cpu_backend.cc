@@ -19,18 +19,26 @@ namespace tandem {
 namespace cpu {
 namespace {
 
+// Elements per piece of a bfloat16 <-> float32 conversion.
+constexpr int64_t kConvertGrain = int64_t{1} << 15;
+
+void Widen(const IntraOp& intra, const uint16_t* bits, float* out, int64_t n) {
+  intra.ForRanges(n, kConvertGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = BFloat16BitsToFloat(bits[i]);
+  });
+}
+
 // A float32 view of an operand the op reads: the memory itself for float32,
 // a widened copy for bfloat16.
 class In {
  public:
-  In(CPtr p, int64_t n) {
+  In(const IntraOp& intra, CPtr p, int64_t n) {
     if (p.dtype == DType::kFloat32 || p.data == nullptr) {
       ptr_ = static_cast<const float*>(p.data);
       return;
     }
     copy_.resize(static_cast<size_t>(n));
-    const uint16_t* bits = static_cast<const uint16_t*>(p.data);
-    for (int64_t i = 0; i < n; ++i) copy_[i] = BFloat16BitsToFloat(bits[i]);
+    Widen(intra, static_cast<const uint16_t*>(p.data), copy_.data(), n);
     ptr_ = copy_.data();
   }
   const float* get() const { return ptr_; }
@@ -45,28 +53,29 @@ class In {
 // of the view's scope, once.
 class Out {
  public:
-  Out(Ptr p, int64_t n, bool read) : p_(p), n_(n) {
+  Out(const IntraOp& intra, Ptr p, int64_t n, bool read) : intra_(intra), p_(p), n_(n) {
     if (p.dtype == DType::kFloat32 || p.data == nullptr) {
       ptr_ = static_cast<float*>(p.data);
       return;
     }
     copy_.resize(static_cast<size_t>(n));
-    if (read) {
-      const uint16_t* bits = static_cast<const uint16_t*>(p.data);
-      for (int64_t i = 0; i < n; ++i) copy_[i] = BFloat16BitsToFloat(bits[i]);
-    }
+    if (read) Widen(intra, static_cast<const uint16_t*>(p.data), copy_.data(), n);
     ptr_ = copy_.data();
   }
   ~Out() {
     if (copy_.empty()) return;
+    const float* from = copy_.data();
     uint16_t* bits = static_cast<uint16_t*>(p_.data);
-    for (int64_t i = 0; i < n_; ++i) bits[i] = FloatToBFloat16Bits(copy_[i]);
+    intra_.ForRanges(n_, kConvertGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(from[i]);
+    });
   }
   Out(const Out&) = delete;
   Out& operator=(const Out&) = delete;
   float* get() { return ptr_; }
 
  private:
+  IntraOp intra_;
   Ptr p_;
   int64_t n_;
   std::vector<float> copy_;
@@ -143,110 +152,112 @@ class CpuBackend : public Backend {
             const GemmSpec& spec) override {
     if (m <= 0 || n <= 0) return;
     const bool reads_c = beta != 0.f;
-    Out out(d, m * n, reads_c && c.data == d.data);
+    Out out(intra(), d, m * n, reads_c && c.data == d.data);
     if (reads_c && c.data != d.data) {
-      In from(c, m * n);
+      In from(intra(), c, m * n);
       std::copy(from.get(), from.get() + m * n, out.get());
     }
-    In A(a, m * k), B(b, k * n);
-    cpu::Gemm(gemm_library_, pool_, CpuThreads(), trans_a, trans_b, m, n, k, alpha, A.get(),
+    In A(intra(), a, m * k), B(intra(), b, k * n);
+    cpu::Gemm(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k, alpha, A.get(),
               B.get(), beta, out.get());
     if (spec.bias.data != nullptr) {
-      In bias(spec.bias, n);
-      math::BiasActivation(spec.activation, out.get(), bias.get(), nullptr, out.get(), m, n);
+      In bias(intra(), spec.bias, n);
+      math::BiasActivation(intra(), spec.activation, out.get(), bias.get(), nullptr, out.get(),
+                           m, n);
     } else if (spec.activation != Activation::kIdentity) {
-      math::ActivationForward(spec.activation, out.get(), out.get(), m * n);
+      math::ActivationForward(intra(), spec.activation, out.get(), out.get(), m * n);
     }
   }
 
   void BiasActivation(const Lane&, Activation activation, CPtr x, CPtr bias, Ptr pre,
                       Ptr out, int64_t rows, int64_t cols) override {
-    In X(x, rows * cols), B(bias, cols);
-    Out P(pre, rows * cols, false), O(out, rows * cols, false);
-    math::BiasActivation(activation, X.get(), B.get(), P.get(), O.get(), rows, cols);
+    In X(intra(), x, rows * cols), B(intra(), bias, cols);
+    Out P(intra(), pre, rows * cols, false), O(intra(), out, rows * cols, false);
+    math::BiasActivation(intra(), activation, X.get(), B.get(), P.get(), O.get(), rows, cols);
   }
 
   void ColumnSums(const Lane&, CPtr x, int64_t rows, int64_t cols, float alpha,
                   float beta, Ptr out) override {
-    In X(x, rows * cols);
-    Out O(out, cols, beta != 0.f);
-    math::ColumnSums(X.get(), rows, cols, alpha, beta, O.get());
+    In X(intra(), x, rows * cols);
+    Out O(intra(), out, cols, beta != 0.f);
+    math::ColumnSums(intra(), X.get(), rows, cols, alpha, beta, O.get());
   }
 
   void Binary(const Lane&, BinaryOp op, CPtr a, CPtr b, Ptr out, int64_t n) override {
-    In A(a, n), B(b, n);
-    Out O(out, n, false);
-    math::Binary(op, A.get(), B.get(), O.get(), n);
+    In A(intra(), a, n), B(intra(), b, n);
+    Out O(intra(), out, n, false);
+    math::Binary(intra(), op, A.get(), B.get(), O.get(), n);
   }
 
   void Axpy(const Lane&, float alpha, CPtr x, Ptr y, int64_t n) override {
-    In X(x, n);
-    Out Y(y, n, true);
-    math::Axpy(alpha, X.get(), Y.get(), n);
+    In X(intra(), x, n);
+    Out Y(intra(), y, n, true);
+    math::Axpy(intra(), alpha, X.get(), Y.get(), n);
   }
 
   void Scale(const Lane&, float alpha, Ptr x, int64_t n) override {
-    Out X(x, n, true);
-    math::Scale(alpha, X.get(), n);
+    Out X(intra(), x, n, true);
+    math::Scale(intra(), alpha, X.get(), n);
   }
 
   void Fill(const Lane&, float value, Ptr x, int64_t n) override {
-    Out X(x, n, false);
-    std::fill(X.get(), X.get() + n, value);
+    Out X(intra(), x, n, false);
+    math::Fill(intra(), value, X.get(), n);
   }
 
   void Cast(const Lane&, CPtr src, Ptr dst, int64_t n) override {
-    In S(src, n);
-    Out D(dst, n, false);
-    std::copy(S.get(), S.get() + n, D.get());
+    In S(intra(), src, n);
+    Out D(intra(), dst, n, false);
+    math::Copy(intra(), S.get(), D.get(), n);
   }
 
   void ActivationForward(const Lane&, Activation activation, CPtr x, Ptr y,
                          int64_t n) override {
-    In X(x, n);
-    Out Y(y, n, false);
-    math::ActivationForward(activation, X.get(), Y.get(), n);
+    In X(intra(), x, n);
+    Out Y(intra(), y, n, false);
+    math::ActivationForward(intra(), activation, X.get(), Y.get(), n);
   }
 
   void ActivationBackward(const Lane&, Activation activation, CPtr x, CPtr dy, Ptr dx,
                           int64_t n, bool accumulate) override {
-    In X(x, n), DY(dy, n);
-    Out DX(dx, n, accumulate);
-    math::ActivationBackward(activation, X.get(), DY.get(), DX.get(), n, accumulate);
+    In X(intra(), x, n), DY(intra(), dy, n);
+    Out DX(intra(), dx, n, accumulate);
+    math::ActivationBackward(intra(), activation, X.get(), DY.get(), DX.get(), n, accumulate);
   }
 
   void SoftmaxCrossEntropy(const Lane&, CPtr logits, const float* labels, int64_t rows,
                            int64_t classes, float normalizer, float* loss,
                            Ptr dlogits) override {
-    In L(logits, rows * classes);
-    Out D(dlogits, rows * classes, false);
-    math::SoftmaxCrossEntropy(L.get(), labels, rows, classes, normalizer, loss, D.get());
+    In L(intra(), logits, rows * classes);
+    Out D(intra(), dlogits, rows * classes, false);
+    math::SoftmaxCrossEntropy(intra(), L.get(), labels, rows, classes, normalizer, loss, D.get());
   }
 
   void Mse(const Lane&, CPtr pred, CPtr target, int64_t n, float normalizer,
            float* loss, Ptr dpred) override {
-    In P(pred, n), T(target, n);
-    Out D(dpred, n, false);
+    In P(intra(), pred, n), T(intra(), target, n);
+    Out D(intra(), dpred, n, false);
     math::Mse(P.get(), T.get(), n, normalizer, loss, D.get());
   }
 
   void Argmax(const Lane&, CPtr x, int64_t rows, int64_t cols, float* out) override {
-    In X(x, rows * cols);
+    In X(intra(), x, rows * cols);
     math::Argmax(X.get(), rows, cols, out);
   }
 
   void CountCorrect(const Lane&, CPtr logits, const float* labels, int64_t rows,
                     int64_t classes, float* out) override {
-    In L(logits, rows * classes);
+    In L(intra(), logits, rows * classes);
     math::CountCorrect(L.get(), labels, rows, classes, out);
   }
 
   void DropoutMask(const Lane&, float p, uint64_t seed, uint64_t offset, Ptr mask,
                    int64_t n) override {
-    Out M(mask, n, false);
-    for (int64_t i = 0; i < n; ++i) {
-      M.get()[i] = kernel_math::DropoutScale(p, seed, offset + i);
-    }
+    Out M(intra(), mask, n, false);
+    float* m = M.get();
+    intra().ForRanges(n, kDropoutGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) m[i] = kernel_math::DropoutScale(p, seed, offset + i);
+    });
   }
 
   void TrackNonFinite(const Lane&, const float* loss, int64_t step,
@@ -258,49 +269,49 @@ class CpuBackend : public Backend {
 
   void SgdUpdate(const Lane&, const SgdParams& params, float* param, CPtr grad,
                  float* velocity, Ptr working, int64_t n) override {
-    In G(grad, n);
-    math::SgdUpdate(params, param, G.get(), velocity, n);
+    In G(intra(), grad, n);
+    math::SgdUpdate(intra(), params, param, G.get(), velocity, n);
     WriteWorking(param, working, n);
   }
 
   void AdamWUpdate(const Lane&, const AdamWParams& params, int64_t step, float* param,
                    CPtr grad, float* m, float* v, Ptr working, int64_t n) override {
-    In G(grad, n);
-    math::AdamWUpdate(params, step, param, G.get(), m, v, n);
+    In G(intra(), grad, n);
+    math::AdamWUpdate(intra(), params, step, param, G.get(), m, v, n);
     WriteWorking(param, working, n);
   }
 
   // ---- The math of core/ops_math.h (core/cpu/cpu_math_ops.h).
 
   void Unary(const Lane&, UnaryOp op, CPtr x, Ptr out, int64_t n) override {
-    In X(x, n);
-    Out O(out, n, false);
+    In X(intra(), x, n);
+    Out O(intra(), out, n, false);
     math::Unary(op, X.get(), O.get(), n);
   }
 
   void BinaryScalar(const Lane&, BinaryOp op, CPtr x, float s, Ptr out, int64_t n) override {
-    In X(x, n);
-    Out O(out, n, false);
+    In X(intra(), x, n);
+    Out O(intra(), out, n, false);
     math::BinaryScalar(op, X.get(), s, O.get(), n);
   }
 
   void BroadcastBinary(const Lane&, BinaryOp op, Broadcast how, CPtr x, CPtr v, Ptr out,
                        int64_t rows, int64_t cols) override {
-    In X(x, rows * cols), V(v, how == Broadcast::kRow ? cols : rows);
-    Out O(out, rows * cols, false);
+    In X(intra(), x, rows * cols), V(intra(), v, how == Broadcast::kRow ? cols : rows);
+    Out O(intra(), out, rows * cols, false);
     math::BroadcastBinary(op, how, X.get(), V.get(), O.get(), rows, cols);
   }
 
   void RowReduce(const Lane&, RowReduction op, CPtr x, int64_t rows, int64_t cols,
                  Ptr out) override {
-    In X(x, rows * cols);
-    Out O(out, rows, false);
+    In X(intra(), x, rows * cols);
+    Out O(intra(), out, rows, false);
     math::RowReduce(op, X.get(), rows, cols, O.get());
   }
 
   void Softmax(const Lane&, CPtr x, Ptr out, int64_t rows, int64_t cols) override {
-    In X(x, rows * cols);
-    Out O(out, rows * cols, false);
+    In X(intra(), x, rows * cols);
+    Out O(intra(), out, rows * cols, false);
     math::Softmax(X.get(), O.get(), rows, cols);
   }
 
@@ -317,7 +328,7 @@ class CpuBackend : public Backend {
   void ScatterAddRows(const Lane&, CPtr src, const float* indices, int64_t n, int64_t cols,
                       Ptr table, int64_t table_rows) override {
     math::CheckRowIndices("ScatterAddRows", indices, n, table_rows);
-    In S(src, n * cols);
+    In S(intra(), src, n * cols);
     math::ScatterAddRows(S.get(), indices, n, cols, table);
   }
 
@@ -325,32 +336,38 @@ class CpuBackend : public Backend {
 
   void LayerNormForward(const Lane&, CPtr x, CPtr weight, CPtr bias, float eps, int64_t rows,
                         int64_t cols, Ptr y, float* mean, float* rstd) override {
-    In X(x, rows * cols), W(weight, cols), B(bias, cols);
-    Out Y(y, rows * cols, false);
+    In X(intra(), x, rows * cols), W(intra(), weight, cols), B(intra(), bias, cols);
+    Out Y(intra(), y, rows * cols, false);
     math::LayerNormForward(X.get(), W.get(), B.get(), eps, rows, cols, Y.get(), mean, rstd);
   }
 
   void LayerNormBackward(const Lane&, CPtr x, CPtr dy, CPtr weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t cols, Ptr dx,
                          float* dweight, float* dbias) override {
-    In X(x, rows * cols), G(dy, rows * cols), W(weight, cols);
-    Out DX(dx, rows * cols, false);
+    In X(intra(), x, rows * cols), G(intra(), dy, rows * cols), W(intra(), weight, cols);
+    Out DX(intra(), dx, rows * cols, false);
     math::LayerNormBackward(X.get(), G.get(), W.get(), mean, rstd, rows, cols, DX.get(),
                             dweight, dbias);
   }
 
  private:
+  // What one op may use of the intra-op threads.
+  IntraOp intra() { return IntraOp{&pool_, CpuThreads()}; }
+
   // The updated parameters, also in the working copy's dtype.
-  static void WriteWorking(const float* param, Ptr working, int64_t n) {
+  void WriteWorking(const float* param, Ptr working, int64_t n) {
     if (working.data == nullptr) return;
-    Out W(working, n, false);
-    std::copy(param, param + n, W.get());
+    Out W(intra(), working, n, false);
+    math::Copy(intra(), param, W.get(), n);
   }
+
+  // Dropout masks cost a hash per element: smaller pieces.
+  static constexpr int64_t kDropoutGrain = int64_t{1} << 13;
 
   CpuAllocator allocator_;
   CpuLane lane_;
   const GemmLibrary gemm_library_ = GemmLibraryFromEnvironment();
-  // Intra-op threads for GEMMs, shared by every thread calling the context.
+  // Intra-op threads, shared by every thread calling the context.
   ThreadPool pool_;
 };
 

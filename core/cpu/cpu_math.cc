@@ -3,6 +3,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "core/check.h"
 #include "core/kernel_math.h"
@@ -12,19 +14,28 @@ namespace cpu {
 namespace math {
 namespace {
 
-using RowMajor =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMatrixMap = Eigen::Map<const RowMajor>;
-using MatrixMap = Eigen::Map<RowMajor>;
-using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
-using VectorMap = Eigen::Map<Eigen::VectorXf>;
+// Elements per piece of an element-wise op (128 KiB of floats): large enough
+// that handing a piece to a helper costs little beside it, small enough that
+// a layer's activations split across a few threads.
+constexpr int64_t kGrain = int64_t{1} << 15;
+
+// Note [Column sum order]
+// ColumnSums is the one op here left to Eigen, whole, on one thread: Eigen
+// adds a column's rows in an order that depends on the expression (where
+// the column falls among 8-float packets, whether the matrix is strided),
+// so splitting the columns into blocks, or writing the loop out, changes
+// some sums in the last bit, and with them every trained model. Bias
+// gradients are a small part of a step (one pass over a layer's output).
+
+// Rows per piece for row-wise work on `cols` columns.
+int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)); }
 
 int64_t CheckedLabel(const float* labels, int64_t row, int64_t classes) {
   const float label = labels[row];
   const int64_t index = static_cast<int64_t>(label);
   TANDEM_CHECK(index >= 0 && index < classes && static_cast<float>(index) == label)
-      << "label " << label << " of row " << row << " is not a class index in [0, "
-      << classes << ")";
+      << "label " << label << " of row " << row << " is not a class index in [0, " << classes
+      << ")";
   return index;
 }
 
@@ -32,80 +43,161 @@ int64_t RowArgmax(const float* row, int64_t cols) {
   return std::max_element(row, row + cols) - row;
 }
 
+// Calls body(std::integral_constant<Activation, A>) for the runtime
+// `activation`, so that each loop is compiled (and vectorised) for one
+// activation instead of switching per element.
+template <typename Body>
+void WithActivation(Activation activation, Body&& body) {
+  switch (activation) {
+    case Activation::kRelu:
+      return body(std::integral_constant<Activation, Activation::kRelu>());
+    case Activation::kGelu:
+      return body(std::integral_constant<Activation, Activation::kGelu>());
+    case Activation::kTanh:
+      return body(std::integral_constant<Activation, Activation::kTanh>());
+    case Activation::kIdentity:
+    default:
+      return body(std::integral_constant<Activation, Activation::kIdentity>());
+  }
+}
+
+// One row of SoftmaxCrossEntropy: the row's loss (in double), and its
+// gradient row when `grad` is not null.
+double SoftmaxCrossEntropyRow(const float* row, int64_t label, int64_t classes, float normalizer,
+                              float* grad) {
+  const float max = *std::max_element(row, row + classes);
+  double sum = 0.0;
+  for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(row[c] - max));
+  const double log_sum = std::log(sum);
+  if (grad != nullptr) {
+    for (int64_t c = 0; c < classes; ++c) {
+      const double p = std::exp(double(row[c] - max) - log_sum);
+      grad[c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / normalizer);
+    }
+  }
+  return log_sum - double(row[label] - max);
+}
+
 }  // namespace
 
-void BiasActivation(Activation activation, const float* x, const float* bias, float* pre,
-                    float* out, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    float* outr = out + r * cols;
-    float* prer = pre ? pre + r * cols : nullptr;
-    for (int64_t c = 0; c < cols; ++c) {
-      const float z = xr[c] + bias[c];
-      if (prer) prer[c] = z;
-      outr[c] = kernel_math::Activate(activation, z);
-    }
-  }
+void BiasActivation(const IntraOp& intra, Activation activation, const float* x, const float* bias,
+                    float* pre, float* out, int64_t rows, int64_t cols) {
+  WithActivation(activation, [&](auto act) {
+    intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* xr = x + r * cols;
+        float* outr = out + r * cols;
+        if (pre != nullptr) {
+          float* prer = pre + r * cols;
+          for (int64_t c = 0; c < cols; ++c) {
+            const float z = xr[c] + bias[c];
+            prer[c] = z;
+            outr[c] = kernel_math::Activate(act(), z);
+          }
+        } else {
+          for (int64_t c = 0; c < cols; ++c)
+            outr[c] = kernel_math::Activate(act(), xr[c] + bias[c]);
+        }
+      }
+    });
+  });
 }
 
-void ColumnSums(const float* x, int64_t rows, int64_t cols, float alpha, float beta,
-                float* out) {
-  VectorMap o(out, cols);
+// One Eigen column sum over the whole matrix, on the calling thread: see
+// Note [Column sum order].
+void ColumnSums(const IntraOp&, const float* x, int64_t rows, int64_t cols, float alpha,
+                float beta, float* out) {
+  using Matrix = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic,
+                                                Eigen::RowMajor>>;
+  Eigen::Map<Eigen::VectorXf> o(out, cols);
   if (beta == 0.f) o.setZero(); else o *= beta;
   if (rows == 0) return;
-  o += alpha * ConstMatrixMap(x, rows, cols).colwise().sum().transpose();
+  o += alpha * Matrix(x, rows, cols).colwise().sum().transpose();
 }
 
-void Binary(BinaryOp op, const float* a, const float* b, float* out, int64_t n) {
-  ConstVectorMap A(a, n), B(b, n);
-  VectorMap O(out, n);
+void Binary(const IntraOp& intra, BinaryOp op, const float* a, const float* b, float* out,
+            int64_t n) {
+  auto apply = [&](auto f) {
+    intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+    });
+  };
   switch (op) {
-    case BinaryOp::kAdd: O = A + B; break;
-    case BinaryOp::kSub: O = A - B; break;
-    case BinaryOp::kMul: O = A.cwiseProduct(B); break;
-    case BinaryOp::kDiv: O = A.cwiseQuotient(B); break;
+    case BinaryOp::kAdd:
+      return apply([](float p, float q) { return p + q; });
+    case BinaryOp::kSub:
+      return apply([](float p, float q) { return p - q; });
+    case BinaryOp::kMul:
+      return apply([](float p, float q) { return p * q; });
+    case BinaryOp::kDiv:
+      return apply([](float p, float q) { return p / q; });
   }
 }
 
-void Axpy(float alpha, const float* x, float* y, int64_t n) {
-  VectorMap(y, n) += alpha * ConstVectorMap(x, n);
+void Axpy(const IntraOp& intra, float alpha, const float* x, float* y, int64_t n) {
+  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] += alpha * x[i];
+  });
 }
 
-void Scale(float alpha, float* x, int64_t n) {
-  VectorMap(x, n) *= alpha;
+void Scale(const IntraOp& intra, float alpha, float* x, int64_t n) {
+  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] *= alpha;
+  });
 }
 
-void ActivationForward(Activation activation, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = kernel_math::Activate(activation, x[i]);
+void Fill(const IntraOp& intra, float value, float* x, int64_t n) {
+  intra.ForRanges(n, kGrain,
+                  [&](int64_t begin, int64_t end) { std::fill(x + begin, x + end, value); });
 }
 
-void ActivationBackward(Activation activation, const float* x, const float* dy, float* dx,
-                        int64_t n, bool accumulate) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = dy[i] * kernel_math::ActivateGrad(activation, x[i]);
-    dx[i] = accumulate ? dx[i] + g : g;
-  }
+void Copy(const IntraOp& intra, const float* src, float* dst, int64_t n) {
+  if (src == dst) return;
+  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    std::copy(src + begin, src + end, dst + begin);
+  });
 }
 
-void SoftmaxCrossEntropy(const float* logits, const float* labels, int64_t rows,
-                         int64_t classes, float normalizer, float* loss, float* dlogits) {
-  double total = 0.0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * classes;
-    const int64_t label = CheckedLabel(labels, r, classes);
-    const float max = *std::max_element(row, row + classes);
-    double sum = 0.0;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(row[c] - max));
-    const double log_sum = std::log(sum);
-    total += log_sum - double(row[label] - max);
-    if (dlogits != nullptr) {
-      float* grad = dlogits + r * classes;
-      for (int64_t c = 0; c < classes; ++c) {
-        const double p = std::exp(double(row[c] - max) - log_sum);
-        grad[c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / normalizer);
+void ActivationForward(const IntraOp& intra, Activation activation, const float* x, float* y,
+                       int64_t n) {
+  WithActivation(activation, [&](auto act) {
+    intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] = kernel_math::Activate(act(), x[i]);
+    });
+  });
+}
+
+void ActivationBackward(const IntraOp& intra, Activation activation, const float* x,
+                        const float* dy, float* dx, int64_t n, bool accumulate) {
+  WithActivation(activation, [&](auto act) {
+    intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+      if (accumulate) {
+        for (int64_t i = begin; i < end; ++i) {
+          dx[i] += dy[i] * kernel_math::ActivateGrad(act(), x[i]);
+        }
+      } else {
+        for (int64_t i = begin; i < end; ++i) {
+          dx[i] = dy[i] * kernel_math::ActivateGrad(act(), x[i]);
+        }
       }
+    });
+  });
+}
+
+// Rows in parallel, each row's loss kept; the losses are added in row order.
+void SoftmaxCrossEntropy(const IntraOp& intra, const float* logits, const float* labels,
+                         int64_t rows, int64_t classes, float normalizer, float* loss,
+                         float* dlogits) {
+  std::vector<double> row_loss(static_cast<size_t>(rows));
+  intra.ForRanges(rows, RowGrain(classes), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      row_loss[r] =
+          SoftmaxCrossEntropyRow(logits + r * classes, CheckedLabel(labels, r, classes), classes,
+                                 normalizer, dlogits != nullptr ? dlogits + r * classes : nullptr);
     }
-  }
+  });
+  double total = 0.0;
+  for (double l : row_loss) total += l;
   loss[0] = static_cast<float>(total / normalizer);
 }
 
@@ -130,27 +222,38 @@ void CountCorrect(const float* logits, const float* labels, int64_t rows, int64_
                   float* out) {
   int64_t correct = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    correct += RowArgmax(logits + r * classes, classes) ==
-               CheckedLabel(labels, r, classes);
+    correct += RowArgmax(logits + r * classes, classes) == CheckedLabel(labels, r, classes);
   }
   out[0] = static_cast<float>(correct);
 }
 
-void SgdUpdate(const SgdParams& params, float* param, const float* grad, float* velocity,
-               int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    kernel_math::SgdStep(params, param[i], grad[i],
-                         velocity ? velocity + i : nullptr);
-  }
+void SgdUpdate(const IntraOp& intra, const SgdParams& params, float* param, const float* grad,
+               float* velocity, int64_t n) {
+  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    const SgdParams s = params;  // as in AdamWUpdate
+    if (velocity == nullptr) {
+      for (int64_t i = begin; i < end; ++i) kernel_math::SgdStep(s, param[i], grad[i], nullptr);
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        kernel_math::SgdStep(s, param[i], grad[i], velocity + i);
+      }
+    }
+  });
 }
 
-void AdamWUpdate(const AdamWParams& params, int64_t step, float* param, const float* grad,
-                 float* m, float* v, int64_t n) {
+void AdamWUpdate(const IntraOp& intra, const AdamWParams& params, int64_t step, float* param,
+                 const float* grad, float* m, float* v, int64_t n) {
   const float bias1 = 1.f - std::pow(params.beta1, static_cast<float>(step));
   const float bias2 = 1.f - std::pow(params.beta2, static_cast<float>(step));
-  for (int64_t i = 0; i < n; ++i) {
-    kernel_math::AdamWStep(params, bias1, bias2, param[i], grad[i], m[i], v[i]);
-  }
+  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    // Local copies: the stores below cannot change them, so the loop
+    // vectorises.
+    const AdamWParams s = params;
+    const float b1 = bias1, b2 = bias2;
+    for (int64_t i = begin; i < end; ++i) {
+      kernel_math::AdamWStep(s, b1, b2, param[i], grad[i], m[i], v[i]);
+    }
+  });
 }
 
 }  // namespace math

@@ -1,39 +1,50 @@
-// The CPU backend's float32 math (Eigen maps over the operands, no copies),
+// The CPU backend's float32 math over the operands' memory (no copies),
 // GEMMs aside (core/cpu/cpu_gemm.h). cpu_backend.cc runs every op through
 // these, widening bfloat16 operands to float32 first and rounding results
 // back.
+//
+// Each function spreads its work over `intra`'s threads in pieces that do
+// not depend on the thread count, and reduces in a fixed order (a column
+// sum runs down its rows, a loss adds its rows in order), so results are
+// the same bits on any number of threads.
 #ifndef TANDEM_CORE_CPU_CPU_MATH_H_
 #define TANDEM_CORE_CPU_CPU_MATH_H_
 
 #include <cstdint>
 
 #include "core/backend.h"
+#include "core/cpu/cpu_thread_pool.h"
 
 namespace tandem {
 namespace cpu {
 namespace math {
 
-void BiasActivation(Activation activation, const float* x, const float* bias, float* pre,
-                    float* out, int64_t rows, int64_t cols);
-void ColumnSums(const float* x, int64_t rows, int64_t cols, float alpha, float beta,
-                float* out);
-void Binary(BinaryOp op, const float* a, const float* b, float* out, int64_t n);
-void Axpy(float alpha, const float* x, float* y, int64_t n);
-void Scale(float alpha, float* x, int64_t n);
-void ActivationForward(Activation activation, const float* x, float* y, int64_t n);
-void ActivationBackward(Activation activation, const float* x, const float* dy, float* dx,
-                        int64_t n, bool accumulate);
-void SoftmaxCrossEntropy(const float* logits, const float* labels, int64_t rows,
-                         int64_t classes, float normalizer, float* loss, float* dlogits);
+void BiasActivation(const IntraOp& intra, Activation activation, const float* x, const float* bias,
+                    float* pre, float* out, int64_t rows, int64_t cols);
+void ColumnSums(const IntraOp& intra, const float* x, int64_t rows, int64_t cols, float alpha,
+                float beta, float* out);
+void Binary(const IntraOp& intra, BinaryOp op, const float* a, const float* b, float* out,
+            int64_t n);
+void Axpy(const IntraOp& intra, float alpha, const float* x, float* y, int64_t n);
+void Scale(const IntraOp& intra, float alpha, float* x, int64_t n);
+void ActivationForward(const IntraOp& intra, Activation activation, const float* x, float* y,
+                       int64_t n);
+void ActivationBackward(const IntraOp& intra, Activation activation, const float* x,
+                        const float* dy, float* dx, int64_t n, bool accumulate);
+void SoftmaxCrossEntropy(const IntraOp& intra, const float* logits, const float* labels,
+                         int64_t rows, int64_t classes, float normalizer, float* loss,
+                         float* dlogits);
 void Mse(const float* pred, const float* target, int64_t n, float normalizer, float* loss,
          float* dpred);
 void Argmax(const float* x, int64_t rows, int64_t cols, float* out);
 void CountCorrect(const float* logits, const float* labels, int64_t rows, int64_t classes,
                   float* out);
-void SgdUpdate(const SgdParams& params, float* param, const float* grad, float* velocity,
-               int64_t n);
-void AdamWUpdate(const AdamWParams& params, int64_t step, float* param, const float* grad,
-                 float* m, float* v, int64_t n);
+void Fill(const IntraOp& intra, float value, float* x, int64_t n);
+void Copy(const IntraOp& intra, const float* src, float* dst, int64_t n);
+void SgdUpdate(const IntraOp& intra, const SgdParams& params, float* param, const float* grad,
+               float* velocity, int64_t n);
+void AdamWUpdate(const IntraOp& intra, const AdamWParams& params, int64_t step, float* param,
+                 const float* grad, float* m, float* v, int64_t n);
 
 }  // namespace math
 }  // namespace cpu

@@ -103,5 +103,18 @@ void ThreadPool::ParallelFor(int64_t tasks, int threads,
   if (job->error) std::rethrow_exception(job->error);
 }
 
+void IntraOp::ForRanges(int64_t n, int64_t grain,
+                        const std::function<void(int64_t, int64_t)>& fn) const {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t pieces = (n + grain - 1) / grain;
+  auto piece = [&](int64_t p) { fn(p * grain, std::min(n, (p + 1) * grain)); };
+  if (pieces == 1 || threads <= 1 || pool == nullptr) {
+    for (int64_t p = 0; p < pieces; ++p) piece(p);
+    return;
+  }
+  pool->ParallelFor(pieces, threads, piece);
+}
+
 }  // namespace cpu
 }  // namespace tandem

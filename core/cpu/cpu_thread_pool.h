@@ -10,6 +10,13 @@
 //
 // Which thread runs a task is not fixed, so a task must give the same result
 // on any thread: it writes only its own outputs, in an order of its own.
+//
+// IntraOp is what one op may use of a pool; its ForRanges splits n elements
+// (or rows) into pieces fixed by n and a grain, never by the thread count:
+//
+//   intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+//     for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
+//   });
 #ifndef TANDEM_CORE_CPU_CPU_THREAD_POOL_H_
 #define TANDEM_CORE_CPU_CPU_THREAD_POOL_H_
 
@@ -50,6 +57,21 @@ class ThreadPool {
   std::deque<std::shared_ptr<Job>> queue_;  // jobs with tasks still unclaimed
   std::vector<std::thread> helpers_;
   bool stopping_ = false;
+};
+
+// The threads one op may use: the calling thread and up to `threads - 1`
+// helpers of `pool` (none without a pool).
+struct IntraOp {
+  ThreadPool* pool = nullptr;
+  int threads = 1;
+
+  // Runs fn(begin, end) for the pieces [0, grain), [grain, 2 grain), ... of
+  // [0, n), the last one shorter, in parallel where there are several
+  // pieces and threads. The pieces do not depend on `threads`, so an op
+  // whose pieces each compute in a fixed order gives the same bits on any
+  // number of threads.
+  void ForRanges(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)>& fn) const;
 };
 
 }  // namespace cpu

@@ -1,0 +1,195 @@
+// Tests core/cpu/cpu_math.h: each function spread over several threads
+// gives the same bits as on one (the rule in the header), and equals a plain
+// loop written here from the op's definition (the column sum: a double-
+// precision one, to rounding); and IntraOp::ForRanges covers
+// [0, n) once in pieces that depend on n and the grain only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/cpu/cpu_math.h"
+#include "core/cpu/cpu_thread_pool.h"
+#include "core/kernel_math.h"
+
+namespace tandem {
+namespace cpu {
+namespace math {
+namespace {
+
+// Larger than a piece (32768 elements), and not a multiple of one.
+constexpr int64_t kRows = 300, kCols = 333, kSize = kRows * kCols;
+
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+class CpuMathTest : public ::testing::Test {
+ protected:
+  // Runs `op` (filling its output vector) on one thread and on four, and
+  // checks the two agree bitwise; returns the result.
+  template <typename Op>
+  std::vector<float> OnOneAndFour(const char* what, Op&& op) {
+    std::vector<float> one = op(IntraOp{&pool_, 1});
+    std::vector<float> four = op(IntraOp{&pool_, 4});
+    ExpectSameBits(one, four, what);
+    return one;
+  }
+
+  ThreadPool pool_;
+  const std::vector<float> x_ = Random(kSize, 1), y_ = Random(kSize, 2);
+  const std::vector<float> bias_ = Random(kCols, 3);
+};
+
+TEST_F(CpuMathTest, ElementWiseOpsMatchTheirDefinitionOnAnyThreadCount) {
+  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu,
+                         Activation::kTanh}) {
+    SCOPED_TRACE(ActivationName(act));
+    const auto fwd = OnOneAndFour("ActivationForward", [&](const IntraOp& intra) {
+      std::vector<float> out(kSize);
+      ActivationForward(intra, act, x_.data(), out.data(), kSize);
+      return out;
+    });
+    const auto bwd = OnOneAndFour("ActivationBackward", [&](const IntraOp& intra) {
+      std::vector<float> dx = y_;
+      ActivationBackward(intra, act, x_.data(), y_.data(), dx.data(), kSize, true);
+      return dx;
+    });
+    const auto biased = OnOneAndFour("BiasActivation", [&](const IntraOp& intra) {
+      std::vector<float> pre(kSize), out(kSize);
+      BiasActivation(intra, act, x_.data(), bias_.data(), pre.data(), out.data(), kRows, kCols);
+      out.insert(out.end(), pre.begin(), pre.end());
+      return out;
+    });
+    for (int64_t i = 0; i < kSize; i += 97) {
+      const float z = x_[i] + bias_[i % kCols];
+      ASSERT_EQ(fwd[i], kernel_math::Activate(act, x_[i])) << i;
+      ASSERT_EQ(bwd[i], y_[i] + y_[i] * kernel_math::ActivateGrad(act, x_[i])) << i;
+      ASSERT_EQ(biased[i], kernel_math::Activate(act, z)) << i;
+      ASSERT_EQ(biased[kSize + i], z) << i;
+    }
+  }
+  const auto axpy = OnOneAndFour("Axpy", [&](const IntraOp& intra) {
+    std::vector<float> out = y_;
+    Axpy(intra, 0.3f, x_.data(), out.data(), kSize);
+    return out;
+  });
+  const auto div = OnOneAndFour("Binary", [&](const IntraOp& intra) {
+    std::vector<float> out(kSize);
+    Binary(intra, BinaryOp::kDiv, x_.data(), y_.data(), out.data(), kSize);
+    return out;
+  });
+  for (int64_t i = 0; i < kSize; i += 89) {
+    ASSERT_EQ(axpy[i], y_[i] + 0.3f * x_[i]) << i;
+    ASSERT_EQ(div[i], x_[i] / y_[i]) << i;
+  }
+}
+
+// Eigen adds a column in an order of its own (Note [Column sum order]):
+// against a double-precision sum, to float rounding over 300 rows.
+TEST_F(CpuMathTest, ColumnSumsMatchADoublePrecisionSum) {
+  const auto sums = OnOneAndFour("ColumnSums", [&](const IntraOp& intra) {
+    std::vector<float> out = bias_;
+    ColumnSums(intra, x_.data(), kRows, kCols, 0.5f, 2.f, out.data());
+    return out;
+  });
+  for (int64_t c = 0; c < kCols; ++c) {
+    double s = 0.0, magnitude = 0.0;
+    for (int64_t r = 0; r < kRows; ++r) {
+      s += x_[r * kCols + c];
+      magnitude += std::abs(x_[r * kCols + c]);
+    }
+    ASSERT_NEAR(sums[c], 2.0 * bias_[c] + 0.5 * s, 1e-6 * (magnitude + 4.0))
+        << "column " << c;
+  }
+}
+
+TEST_F(CpuMathTest, SoftmaxCrossEntropyAddsRowLossesInOrder) {
+  constexpr int64_t rows = 5000, classes = 10;  // several pieces of rows
+  const std::vector<float> logits = Random(rows * classes, 4);
+  std::vector<float> labels(rows);
+  for (int64_t r = 0; r < rows; ++r) labels[r] = static_cast<float>((r * 7) % classes);
+  float loss_one = 0.f, loss_four = 0.f;
+  const auto grad = OnOneAndFour("SoftmaxCrossEntropy", [&](const IntraOp& intra) {
+    std::vector<float> d(rows * classes);
+    float& loss = intra.threads == 1 ? loss_one : loss_four;
+    SoftmaxCrossEntropy(intra, logits.data(), labels.data(), rows, classes, 100.f, &loss,
+                        d.data());
+    return d;
+  });
+  EXPECT_EQ(std::memcmp(&loss_one, &loss_four, sizeof(float)), 0);
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * classes;
+    double sum = 0.0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(row[c]));
+    total += std::log(sum) - row[static_cast<int64_t>(labels[r])];
+  }
+  EXPECT_NEAR(loss_one, total / 100.0, 1e-5 * std::abs(total / 100.0));
+  double grad_sum = 0.0;
+  for (float g : grad) grad_sum += g;
+  EXPECT_NEAR(grad_sum, 0.0, 1e-4);  // each row's softmax minus one-hot sums to 0
+}
+
+TEST_F(CpuMathTest, OptimizerUpdatesMatchTheirStepOnAnyThreadCount) {
+  SgdParams sgd;
+  sgd.lr = 0.1f;
+  sgd.momentum = 0.9f;
+  sgd.weight_decay = 0.01f;
+  std::vector<float> velocity_one(kSize, 0.5f), velocity_four(kSize, 0.5f);
+  const auto params = OnOneAndFour("SgdUpdate", [&](const IntraOp& intra) {
+    std::vector<float> p = x_;
+    SgdUpdate(intra, sgd, p.data(), y_.data(),
+              (intra.threads == 1 ? velocity_one : velocity_four).data(), kSize);
+    return p;
+  });
+  ExpectSameBits(velocity_one, velocity_four, "SGD velocity");
+  for (int64_t i = 0; i < kSize; i += 101) {
+    float p = x_[i], v = 0.5f;
+    kernel_math::SgdStep(sgd, p, y_[i], &v);
+    ASSERT_EQ(params[i], p) << i;
+    ASSERT_EQ(velocity_one[i], v) << i;
+  }
+}
+
+TEST(IntraOpTest, RangesCoverEveryElementOnceInPiecesFixedByTheGrain) {
+  ThreadPool pool;
+  for (int threads : {1, 3}) {
+    std::mutex mu;
+    std::set<std::pair<int64_t, int64_t>> pieces;
+    IntraOp{&pool, threads}.ForRanges(1000, 64, [&](int64_t begin, int64_t end) {
+      std::lock_guard<std::mutex> lock(mu);
+      pieces.emplace(begin, end);
+    });
+    ASSERT_EQ(pieces.size(), 16u) << threads << " threads";
+    int64_t next = 0;
+    for (const auto& [begin, end] : pieces) {
+      EXPECT_EQ(begin, next);
+      EXPECT_EQ(end, std::min<int64_t>(begin + 64, 1000));
+      next = end;
+    }
+    EXPECT_EQ(next, 1000);
+  }
+  int calls = 0;
+  IntraOp{}.ForRanges(0, 64, [&](int64_t, int64_t) { ++calls; });
+  EXPECT_EQ(calls, 0);
+}
+
+}  // namespace
+}  // namespace math
+}  // namespace cpu
+}  // namespace tandem
