@@ -141,7 +141,7 @@ TEST(TrainerTest, ResumingARunByStepsIsBitwiseTheUninterruptedRun) {
   const TrainResult whole = TrainOn(c);
   for (const int64_t stop : {10, 14}) {
     TrainConfig first = c;
-    first.checkpoint_dir = std::string(std::getenv("TEST_TMPDIR")) + "/steps_" +
+    first.checkpoint_dir = ::testing::TempDir() + "steps_" +
                            std::to_string(stop);
     first.max_steps = stop;
     TrainOn(first);
