@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/check.h"
@@ -28,6 +30,51 @@ void Widen(const IntraOp& intra, const uint16_t* bits, float* out, int64_t n) {
   });
 }
 
+// Float32 memory for the views below, uninitialised: taken from this
+// thread's buffers freed by earlier ops when one is large enough, so that a
+// step's ops do not allocate (and fault in) fresh pages for every bfloat16
+// operand; handed back on destruction.
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) {
+    std::vector<Buffer>& free = FreeBuffers();
+    auto best = free.end();
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->capacity >= n && (best == free.end() || it->capacity < best->capacity)) best = it;
+    }
+    if (best != free.end()) {
+      buffer_ = std::move(*best);
+      free.erase(best);
+    } else {
+      buffer_ = Buffer{n, std::unique_ptr<float[]>(new float[static_cast<size_t>(n)])};
+    }
+  }
+  ~Scratch() {
+    std::vector<Buffer>& free = FreeBuffers();
+    free.push_back(std::move(buffer_));
+    if (free.size() > kKeep) {  // drop the smallest
+      free.erase(std::min_element(free.begin(), free.end(), [](const Buffer& a, const Buffer& b) {
+        return a.capacity < b.capacity;
+      }));
+    }
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* data() { return buffer_.data.get(); }
+
+ private:
+  struct Buffer {
+    int64_t capacity = 0;
+    std::unique_ptr<float[]> data;
+  };
+  static constexpr size_t kKeep = 8;  // an op's operands, and then some
+  static std::vector<Buffer>& FreeBuffers() {
+    thread_local std::vector<Buffer> free;
+    return free;
+  }
+  Buffer buffer_;
+};
+
 // A float32 view of an operand the op reads: the memory itself for float32,
 // a widened copy for bfloat16.
 class In {
@@ -37,14 +84,14 @@ class In {
       ptr_ = static_cast<const float*>(p.data);
       return;
     }
-    copy_.resize(static_cast<size_t>(n));
-    Widen(intra, static_cast<const uint16_t*>(p.data), copy_.data(), n);
-    ptr_ = copy_.data();
+    copy_.emplace(n);
+    Widen(intra, static_cast<const uint16_t*>(p.data), copy_->data(), n);
+    ptr_ = copy_->data();
   }
   const float* get() const { return ptr_; }
 
  private:
-  std::vector<float> copy_;
+  std::optional<Scratch> copy_;
   const float* ptr_ = nullptr;
 };
 
@@ -58,13 +105,13 @@ class Out {
       ptr_ = static_cast<float*>(p.data);
       return;
     }
-    copy_.resize(static_cast<size_t>(n));
-    if (read) Widen(intra, static_cast<const uint16_t*>(p.data), copy_.data(), n);
-    ptr_ = copy_.data();
+    copy_.emplace(n);
+    if (read) Widen(intra, static_cast<const uint16_t*>(p.data), copy_->data(), n);
+    ptr_ = copy_->data();
   }
   ~Out() {
-    if (copy_.empty()) return;
-    const float* from = copy_.data();
+    if (!copy_) return;
+    const float* from = copy_->data();
     uint16_t* bits = static_cast<uint16_t*>(p_.data);
     intra_.ForRanges(n_, kConvertGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(from[i]);
@@ -78,7 +125,7 @@ class Out {
   IntraOp intra_;
   Ptr p_;
   int64_t n_;
-  std::vector<float> copy_;
+  std::optional<Scratch> copy_;
   float* ptr_ = nullptr;
 };
 
@@ -286,33 +333,33 @@ class CpuBackend : public Backend {
   void Unary(const Lane&, UnaryOp op, CPtr x, Ptr out, int64_t n) override {
     In X(intra(), x, n);
     Out O(intra(), out, n, false);
-    math::Unary(op, X.get(), O.get(), n);
+    math::Unary(intra(), op, X.get(), O.get(), n);
   }
 
   void BinaryScalar(const Lane&, BinaryOp op, CPtr x, float s, Ptr out, int64_t n) override {
     In X(intra(), x, n);
     Out O(intra(), out, n, false);
-    math::BinaryScalar(op, X.get(), s, O.get(), n);
+    math::BinaryScalar(intra(), op, X.get(), s, O.get(), n);
   }
 
   void BroadcastBinary(const Lane&, BinaryOp op, Broadcast how, CPtr x, CPtr v, Ptr out,
                        int64_t rows, int64_t cols) override {
     In X(intra(), x, rows * cols), V(intra(), v, how == Broadcast::kRow ? cols : rows);
     Out O(intra(), out, rows * cols, false);
-    math::BroadcastBinary(op, how, X.get(), V.get(), O.get(), rows, cols);
+    math::BroadcastBinary(intra(), op, how, X.get(), V.get(), O.get(), rows, cols);
   }
 
   void RowReduce(const Lane&, RowReduction op, CPtr x, int64_t rows, int64_t cols,
                  Ptr out) override {
     In X(intra(), x, rows * cols);
     Out O(intra(), out, rows, false);
-    math::RowReduce(op, X.get(), rows, cols, O.get());
+    math::RowReduce(intra(), op, X.get(), rows, cols, O.get());
   }
 
   void Softmax(const Lane&, CPtr x, Ptr out, int64_t rows, int64_t cols) override {
     In X(intra(), x, rows * cols);
     Out O(intra(), out, rows * cols, false);
-    math::Softmax(X.get(), O.get(), rows, cols);
+    math::Softmax(intra(), X.get(), O.get(), rows, cols);
   }
 
   void Transpose(const Lane&, CPtr x, Ptr out, int64_t rows, int64_t cols) override {
@@ -357,8 +404,13 @@ class CpuBackend : public Backend {
   // The updated parameters, also in the working copy's dtype.
   void WriteWorking(const float* param, Ptr working, int64_t n) {
     if (working.data == nullptr) return;
-    Out W(intra(), working, n, false);
-    math::Copy(intra(), param, W.get(), n);
+    if (working.dtype == DType::kFloat32) {
+      return math::Copy(intra(), param, static_cast<float*>(working.data), n);
+    }
+    uint16_t* bits = static_cast<uint16_t*>(working.data);  // rounded straight in
+    intra().ForRanges(n, kConvertGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(param[i]);
+    });
   }
 
   // Dropout masks cost a hash per element: smaller pieces.

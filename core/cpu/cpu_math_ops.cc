@@ -15,6 +15,10 @@ namespace cpu {
 namespace math {
 namespace {
 
+// Elements per piece of an element-wise op, as in cpu_math.cc.
+constexpr int64_t kGrain = int64_t{1} << 15;
+int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)); }
+
 float RowSum(const float* row, int64_t cols) {
   float sum = 0.f;
   for (int64_t c = 0; c < cols; ++c) sum += row[c];
@@ -75,49 +79,61 @@ void StoreRow(const float* values, int64_t row, int64_t cols, Ptr table) {
 
 }  // namespace
 
-void Unary(UnaryOp op, const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = kernel_math::ApplyUnary(op, x[i]);
+void Unary(const IntraOp& intra, UnaryOp op, const float* x, float* out, int64_t n) {
+  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = kernel_math::ApplyUnary(op, x[i]);
+  });
 }
 
-void BinaryScalar(BinaryOp op, const float* x, float s, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = kernel_math::ApplyBinary(op, x[i], s);
+void BinaryScalar(const IntraOp& intra, BinaryOp op, const float* x, float s, float* out,
+                  int64_t n) {
+  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = kernel_math::ApplyBinary(op, x[i], s);
+  });
 }
 
-void BroadcastBinary(BinaryOp op, Broadcast how, const float* x, const float* v, float* out,
-                     int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    float* outr = out + r * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      outr[c] = kernel_math::ApplyBinary(op, xr[c], how == Broadcast::kRow ? v[c] : v[r]);
+void BroadcastBinary(const IntraOp& intra, BinaryOp op, Broadcast how, const float* x,
+                     const float* v, float* out, int64_t rows, int64_t cols) {
+  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * cols;
+      float* outr = out + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        outr[c] = kernel_math::ApplyBinary(op, xr[c], how == Broadcast::kRow ? v[c] : v[r]);
+      }
     }
-  }
+  });
 }
 
-void RowReduce(RowReduction op, const float* x, int64_t rows, int64_t cols, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * cols;
-    switch (op) {
-      case RowReduction::kSum: out[r] = RowSum(row, cols); break;
-      case RowReduction::kMean: out[r] = RowSum(row, cols) / static_cast<float>(cols); break;
-      case RowReduction::kMax: out[r] = RowMax(row, cols); break;
-      case RowReduction::kVariance: out[r] = RowVariance(row, cols); break;
+void RowReduce(const IntraOp& intra, RowReduction op, const float* x, int64_t rows,
+               int64_t cols, float* out) {
+  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x + r * cols;
+      switch (op) {
+        case RowReduction::kSum: out[r] = RowSum(row, cols); break;
+        case RowReduction::kMean: out[r] = RowSum(row, cols) / static_cast<float>(cols); break;
+        case RowReduction::kMax: out[r] = RowMax(row, cols); break;
+        case RowReduction::kVariance: out[r] = RowVariance(row, cols); break;
+      }
     }
-  }
+  });
 }
 
-void Softmax(const float* x, float* out, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    float* outr = out + r * cols;
-    const float max = RowMax(xr, cols);
-    float sum = 0.f;
-    for (int64_t c = 0; c < cols; ++c) {
-      outr[c] = std::exp(xr[c] - max);  // reads xr[c] before it may overwrite it
-      sum += outr[c];
+void Softmax(const IntraOp& intra, const float* x, float* out, int64_t rows, int64_t cols) {
+  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * cols;
+      float* outr = out + r * cols;
+      const float max = RowMax(xr, cols);
+      float sum = 0.f;
+      for (int64_t c = 0; c < cols; ++c) {
+        outr[c] = std::exp(xr[c] - max);  // reads xr[c] before it may overwrite it
+        sum += outr[c];
+      }
+      for (int64_t c = 0; c < cols; ++c) outr[c] /= sum;
     }
-    for (int64_t c = 0; c < cols; ++c) outr[c] /= sum;
-  }
+  });
 }
 
 void Transpose(const void* x, void* out, int64_t rows, int64_t cols, size_t element_bytes) {

@@ -3,7 +3,10 @@
 // bfloat16 operands first and rounds results back once); the ops that only
 // move elements (Transpose, GatherRows) copy them bit for bit in their own
 // dtype, and ScatterAddRows widens and rounds one touched table row at a
-// time, so no op copies a whole bfloat16 table.
+// time, so no op copies a whole bfloat16 table. The element-wise and
+// row-wise ops spread over `intra`'s threads in pieces of whole rows (or
+// elements), each row computed as on one thread: the same bits on any
+// number of threads.
 #ifndef TANDEM_CORE_CPU_CPU_MATH_OPS_H_
 #define TANDEM_CORE_CPU_CPU_MATH_OPS_H_
 
@@ -11,19 +14,22 @@
 #include <cstdint>
 
 #include "core/backend.h"
+#include "core/cpu/cpu_thread_pool.h"
 
 namespace tandem {
 namespace cpu {
 namespace math {
 
-void Unary(UnaryOp op, const float* x, float* out, int64_t n);
-void BinaryScalar(BinaryOp op, const float* x, float s, float* out, int64_t n);
-void BroadcastBinary(BinaryOp op, Broadcast how, const float* x, const float* v, float* out,
-                     int64_t rows, int64_t cols);
+void Unary(const IntraOp& intra, UnaryOp op, const float* x, float* out, int64_t n);
+void BinaryScalar(const IntraOp& intra, BinaryOp op, const float* x, float s, float* out,
+                  int64_t n);
+void BroadcastBinary(const IntraOp& intra, BinaryOp op, Broadcast how, const float* x,
+                     const float* v, float* out, int64_t rows, int64_t cols);
 // Sums in float32, in column order.
-void RowReduce(RowReduction op, const float* x, int64_t rows, int64_t cols, float* out);
+void RowReduce(const IntraOp& intra, RowReduction op, const float* x, int64_t rows,
+               int64_t cols, float* out);
 // out may be x.
-void Softmax(const float* x, float* out, int64_t rows, int64_t cols);
+void Softmax(const IntraOp& intra, const float* x, float* out, int64_t rows, int64_t cols);
 // Elements of `element_bytes` (2 or 4) bytes.
 void Transpose(const void* x, void* out, int64_t rows, int64_t cols, size_t element_bytes);
 
