@@ -23,9 +23,10 @@ constexpr int64_t kGrain = int64_t{1} << 15;
 // ColumnSums is the one op here left to Eigen, whole, on one thread: Eigen
 // adds a column's rows in an order that depends on the expression (where
 // the column falls among 8-float packets, whether the matrix is strided),
-// so splitting the columns into blocks, or writing the loop out, changes
-// some sums in the last bit, and with them every trained model. Bias
-// gradients are a small part of a step (one pass over a layer's output).
+// so splitting the columns into blocks, or writing the loop out, would
+// change some sums in the last bit, and with them the numbers every
+// training gives. Bias gradients are a small part of a step (one pass over
+// a layer's output).
 
 // Rows per piece for row-wise work on `cols` columns.
 int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)); }

@@ -4,8 +4,9 @@
 // back.
 //
 // Each function spreads its work over `intra`'s threads in pieces that do
-// not depend on the thread count, and reduces in a fixed order (a column
-// sum runs down its rows, a loss adds its rows in order), so results are
+// not depend on the thread count, and reduces in a fixed order (a loss adds
+// its rows' losses in row order; ColumnSums stays one Eigen call on the
+// calling thread, Note [Column sum order] in cpu_math.cc), so results are
 // the same bits on any number of threads.
 #ifndef TANDEM_CORE_CPU_CPU_MATH_H_
 #define TANDEM_CORE_CPU_CPU_MATH_H_
