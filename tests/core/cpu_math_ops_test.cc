@@ -5,12 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
-#include <random>
 #include <vector>
 
 #include "core/cpu/cpu_math_ops.h"
 #include "core/cpu/cpu_thread_pool.h"
+#include "tests/support/intra_op_runs.h"
 
 namespace tandem {
 namespace cpu {
@@ -20,27 +19,11 @@ namespace {
 // Several pieces of rows (a piece is 32768 elements).
 constexpr int64_t kRows = 700, kCols = 333, kSize = kRows * kCols;
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-// Runs `op` on one thread and on four; expects the same bits; returns it.
-template <typename Op>
-std::vector<float> OnOneAndFour(const char* what, Op&& op) {
-  ThreadPool pool;
-  const std::vector<float> one = op(IntraOp{&pool, 1});
-  const std::vector<float> four = op(IntraOp{&pool, 4});
-  EXPECT_EQ(one.size(), four.size()) << what;
-  EXPECT_EQ(std::memcmp(one.data(), four.data(), one.size() * sizeof(float)), 0) << what;
-  return one;
-}
+using testing_support::OnOneAndFour;
+using testing_support::RandomNormals;
 
 TEST(CpuMathOpsTest, SoftmaxRowsAreTheirDefinitionOnAnyThreadCount) {
-  const std::vector<float> x = Random(kSize, 1);
+  const std::vector<float> x = RandomNormals(kSize, 1);
   const auto y = OnOneAndFour("Softmax", [&](const IntraOp& intra) {
     std::vector<float> out(kSize);
     Softmax(intra, x.data(), out.data(), kRows, kCols);
@@ -58,7 +41,7 @@ TEST(CpuMathOpsTest, SoftmaxRowsAreTheirDefinitionOnAnyThreadCount) {
 }
 
 TEST(CpuMathOpsTest, RowReductionsAndBroadcastsAreTheSameOnAnyThreadCount) {
-  const std::vector<float> x = Random(kSize, 2), v = Random(kRows, 3);
+  const std::vector<float> x = RandomNormals(kSize, 2), v = RandomNormals(kRows, 3);
   for (RowReduction op : {RowReduction::kSum, RowReduction::kMean, RowReduction::kMax,
                           RowReduction::kVariance}) {
     const auto out = OnOneAndFour("RowReduce", [&](const IntraOp& intra) {

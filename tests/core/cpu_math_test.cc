@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <set>
 #include <utility>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "core/cpu/cpu_math.h"
 #include "core/cpu/cpu_thread_pool.h"
 #include "core/kernel_math.h"
+#include "tests/support/intra_op_runs.h"
 
 namespace tandem {
 namespace cpu {
@@ -25,13 +25,8 @@ namespace {
 // Larger than a piece (32768 elements), and not a multiple of one.
 constexpr int64_t kRows = 300, kCols = 333, kSize = kRows * kCols;
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+using testing_support::OnOneAndFour;
+using testing_support::RandomNormals;
 
 void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -40,19 +35,8 @@ void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, co
 
 class CpuMathTest : public ::testing::Test {
  protected:
-  // Runs `op` (filling its output vector) on one thread and on four, and
-  // checks the two agree bitwise; returns the result.
-  template <typename Op>
-  std::vector<float> OnOneAndFour(const char* what, Op&& op) {
-    std::vector<float> one = op(IntraOp{&pool_, 1});
-    std::vector<float> four = op(IntraOp{&pool_, 4});
-    ExpectSameBits(one, four, what);
-    return one;
-  }
-
-  ThreadPool pool_;
-  const std::vector<float> x_ = Random(kSize, 1), y_ = Random(kSize, 2);
-  const std::vector<float> bias_ = Random(kCols, 3);
+  const std::vector<float> x_ = RandomNormals(kSize, 1), y_ = RandomNormals(kSize, 2);
+  const std::vector<float> bias_ = RandomNormals(kCols, 3);
 };
 
 TEST_F(CpuMathTest, ElementWiseOpsMatchTheirDefinitionOnAnyThreadCount) {
@@ -120,7 +104,7 @@ TEST_F(CpuMathTest, ColumnSumsMatchADoublePrecisionSum) {
 
 TEST_F(CpuMathTest, SoftmaxCrossEntropyAddsRowLossesInOrder) {
   constexpr int64_t rows = 5000, classes = 10;  // several pieces of rows
-  const std::vector<float> logits = Random(rows * classes, 4);
+  const std::vector<float> logits = RandomNormals(rows * classes, 4);
   std::vector<float> labels(rows);
   for (int64_t r = 0; r < rows; ++r) labels[r] = static_cast<float>((r * 7) % classes);
   float loss_one = 0.f, loss_four = 0.f;
