@@ -317,15 +317,13 @@ class CpuBackend : public Backend {
   void SgdUpdate(const Lane&, const SgdParams& params, float* param, CPtr grad,
                  float* velocity, Ptr working, int64_t n) override {
     In G(intra(), grad, n);
-    math::SgdUpdate(intra(), params, param, G.get(), velocity, n);
-    WriteWorking(param, working, n);
+    math::SgdUpdate(intra(), params, param, G.get(), velocity, n, UpdatedCopyOf(working));
   }
 
   void AdamWUpdate(const Lane&, const AdamWParams& params, int64_t step, float* param,
                    CPtr grad, float* m, float* v, Ptr working, int64_t n) override {
     In G(intra(), grad, n);
-    math::AdamWUpdate(intra(), params, step, param, G.get(), m, v, n);
-    WriteWorking(param, working, n);
+    math::AdamWUpdate(intra(), params, step, param, G.get(), m, v, n, UpdatedCopyOf(working));
   }
 
   // ---- The math of core/ops_math.h (core/cpu/cpu_math_ops.h).
@@ -401,16 +399,17 @@ class CpuBackend : public Backend {
   // What one op may use of the intra-op threads.
   IntraOp intra() { return IntraOp{&pool_, CpuThreads()}; }
 
-  // The updated parameters, also in the working copy's dtype.
-  void WriteWorking(const float* param, Ptr working, int64_t n) {
-    if (working.data == nullptr) return;
+  // Where an update writes the parameters' working copy (none when
+  // `working` is null), in its dtype.
+  static math::UpdatedCopy UpdatedCopyOf(Ptr working) {
+    math::UpdatedCopy copy;
+    if (working.data == nullptr) return copy;
     if (working.dtype == DType::kFloat32) {
-      return math::Copy(intra(), param, static_cast<float*>(working.data), n);
+      copy.f32 = static_cast<float*>(working.data);
+    } else {
+      copy.bf16 = static_cast<uint16_t*>(working.data);
     }
-    uint16_t* bits = static_cast<uint16_t*>(working.data);  // rounded straight in
-    intra().ForRanges(n, kConvertGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(param[i]);
-    });
+    return copy;
   }
 
   // Dropout masks cost a hash per element: smaller pieces.

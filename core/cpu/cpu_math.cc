@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dtype.h"
 #include "core/kernel_math.h"
 
 namespace tandem {
@@ -228,8 +229,22 @@ void CountCorrect(const float* logits, const float* labels, int64_t rows, int64_
   out[0] = static_cast<float>(correct);
 }
 
+namespace {
+
+// The piece [begin, end) of the updated parameters into `copy`. Called
+// right after the piece's update, so `param` is read from cache.
+void WriteUpdatedCopy(const float* param, UpdatedCopy copy, int64_t begin, int64_t end) {
+  if (copy.f32 != nullptr) {
+    std::copy(param + begin, param + end, copy.f32 + begin);
+  } else if (copy.bf16 != nullptr) {
+    for (int64_t i = begin; i < end; ++i) copy.bf16[i] = FloatToBFloat16Bits(param[i]);
+  }
+}
+
+}  // namespace
+
 void SgdUpdate(const IntraOp& intra, const SgdParams& params, float* param, const float* grad,
-               float* velocity, int64_t n) {
+               float* velocity, int64_t n, UpdatedCopy copy) {
   intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
     const SgdParams s = params;  // as in AdamWUpdate
     if (velocity == nullptr) {
@@ -239,11 +254,12 @@ void SgdUpdate(const IntraOp& intra, const SgdParams& params, float* param, cons
         kernel_math::SgdStep(s, param[i], grad[i], velocity + i);
       }
     }
+    WriteUpdatedCopy(param, copy, begin, end);
   });
 }
 
 void AdamWUpdate(const IntraOp& intra, const AdamWParams& params, int64_t step, float* param,
-                 const float* grad, float* m, float* v, int64_t n) {
+                 const float* grad, float* m, float* v, int64_t n, UpdatedCopy copy) {
   const float bias1 = 1.f - std::pow(params.beta1, static_cast<float>(step));
   const float bias2 = 1.f - std::pow(params.beta2, static_cast<float>(step));
   intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
@@ -254,6 +270,7 @@ void AdamWUpdate(const IntraOp& intra, const AdamWParams& params, int64_t step, 
     for (int64_t i = begin; i < end; ++i) {
       kernel_math::AdamWStep(s, b1, b2, param[i], grad[i], m[i], v[i]);
     }
+    WriteUpdatedCopy(param, copy, begin, end);
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/cpu/cpu_math.h"
 #include "core/cpu/cpu_thread_pool.h"
+#include "core/dtype.h"
 #include "core/kernel_math.h"
 #include "tests/support/intra_op_runs.h"
 
@@ -148,6 +149,31 @@ TEST_F(CpuMathTest, OptimizerUpdatesMatchTheirStepOnAnyThreadCount) {
     ASSERT_EQ(params[i], p) << i;
     ASSERT_EQ(velocity_one[i], v) << i;
   }
+}
+
+// The copy an update writes beside the parameters (an optimizer's working
+// copy) holds the updated values: rounded to bfloat16, or as they are.
+TEST_F(CpuMathTest, UpdatesWriteTheirCopyOfTheUpdatedParameters) {
+  AdamWParams adamw;
+  adamw.lr = 0.01f;
+  std::vector<uint16_t> bits(kSize, 0xffff);  // NaN until written
+  std::vector<float> m(kSize, 0.f), v(kSize, 0.f);
+  std::vector<float> p = x_;
+  IntraOp none;
+  AdamWUpdate(none, adamw, 1, p.data(), y_.data(), m.data(), v.data(), kSize,
+              UpdatedCopy{nullptr, bits.data()});
+  for (int64_t i = 0; i < kSize; ++i) {
+    ASSERT_EQ(bits[i], FloatToBFloat16Bits(p[i])) << "AdamW's bfloat16 copy, element " << i;
+  }
+  const auto copies = OnOneAndFour("SgdUpdate's copy", [&](const IntraOp& intra) {
+    std::vector<float> q = x_, copy(kSize, NAN);
+    SgdUpdate(intra, SgdParams{}, q.data(), y_.data(), nullptr, kSize,
+              UpdatedCopy{copy.data(), nullptr});
+    EXPECT_EQ(std::memcmp(q.data(), copy.data(), kSize * sizeof(float)), 0)
+        << intra.threads << " thread(s): SGD's float32 copy differs from the parameters";
+    return copy;
+  });
+  EXPECT_NE(copies[0], x_[0]) << "SGD did not update";
 }
 
 TEST(IntraOpTest, RangesCoverEveryElementOnceInPiecesFixedByTheGrain) {
