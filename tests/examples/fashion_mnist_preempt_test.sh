@@ -3,7 +3,8 @@
 #   fashion_mnist_preempt_test.sh threads BINARY   signals to the process
 #   fashion_mnist_preempt_test.sh mpi BINARY       signals to mpirun, 2 ranks
 # A signal mid-training stops every worker after the same step, saves in
-# --checkpoint_dir and exits 75 within 10 s; --resume then ends bitwise where
+# --checkpoint_dir and exits 75 within 10 s (30 s under mpirun, which
+# passes SIGTERM on when it sees fit); --resume then ends bitwise where
 # an uninterrupted run ends (the checkpoints both write at --max_steps are
 # byte for byte equal). --max_steps saves where it stops, and a run resumed
 # there trains nothing.
@@ -17,11 +18,11 @@ dir=$TMPDIR/preempt
 mkdir -p "$dir"
 log=$dir/log
 fail() { echo "FAIL: $*"; cat "$log"; exit 1; }
-# Epochs of 12000 examples print a line about every 0.1 s here: mpirun stops
+# Epochs of 24000 examples print a line about every 0.2 s here: mpirun stops
 # reading its ranks' output from the signal until it has killed them, and a
 # rank that fills the pipe in those seconds blocks in write() until SIGKILL
 # (with 3000 examples, 1 run in 4 did).
-flags=(--max_train=12000 --max_test=200 --hidden=16 --batch_size=32 --epochs=400)
+flags=(--max_train=24000 --max_test=200 --hidden=16 --batch_size=32 --epochs=400)
 launch=("$bin" --workers=2)
 # mpirun answers SIGTERM by waiting odls_base_sigkill_timeout seconds
 # (default 1), passing SIGTERM on to the ranks, and SIGKILLing them as long
@@ -62,7 +63,13 @@ else
   # mpirun itself exits 1 when signalled; its ranks exit 75.
   [ "$rc" != 0 ] || fail "mpirun exited 0 after SIGTERM"
 fi
-[ "$seconds" -le 10 ] || fail "took $seconds s from SIGTERM to exit (limit 10 s)"
+# Under mpirun the time is mostly Open MPI's: 5.1 s as a rule (3 s before
+# it passes SIGTERM on), but in about one run in five under Bazel SIGTERM
+# reached the ranks some 11 s late; they trained on until it came, then
+# stopped, saved and exited 75 as always. Hence the wider limit there.
+limit=10
+[ "$mode" = mpi ] && limit=30
+[ "$seconds" -le "$limit" ] || fail "took $seconds s from SIGTERM to exit (limit $limit s)"
 [ -f "$dir/stopped/checkpoint.tnd" ] || fail "no checkpoint written on SIGTERM"
 echo "ok: SIGTERM stopped the run after step $step, saved, and it exited in $took (status $rc)"
 
