@@ -2,25 +2,32 @@
 // As in cpu_math.h, they work on float32 arrays: cpu_backend.cc widens
 // bfloat16 operands first and rounds the results back once.
 //
-//   cpu::math::LayerNormForward(x, w, b, 1e-5f, rows, cols, y, mean, rstd);
-//   cpu::math::LayerNormBackward(x, dy, w, mean, rstd, rows, cols, dx, dw, db);
+// Rows (and, for the weight and bias gradients, columns) are spread over the
+// intra-op threads in pieces fixed by the shape; every sum runs in the order
+// a single thread would take, so the bits do not depend on the thread count.
+//
+//   cpu::math::LayerNormForward(intra, x, w, b, 1e-5f, rows, cols, y, mean, rstd);
+//   cpu::math::LayerNormBackward(intra, x, dy, w, mean, rstd, rows, cols, dx, dw, db);
 #ifndef TANDEM_CORE_CPU_CPU_LAYER_NORM_H_
 #define TANDEM_CORE_CPU_CPU_LAYER_NORM_H_
 
 #include <cstdint>
+
+#include "core/cpu/cpu_thread_pool.h"
 
 namespace tandem {
 namespace cpu {
 namespace math {
 
 // Backend::LayerNormForward on float32 arrays; sums in column order.
-void LayerNormForward(const float* x, const float* weight, const float* bias, float eps,
-                      int64_t rows, int64_t cols, float* y, float* mean, float* rstd);
+void LayerNormForward(const IntraOp& intra, const float* x, const float* weight,
+                      const float* bias, float eps, int64_t rows, int64_t cols, float* y,
+                      float* mean, float* rstd);
 // Backend::LayerNormBackward on float32 arrays: dx written (null: skipped),
 // dweight and dbias added into (each null: skipped), sums in row order.
-void LayerNormBackward(const float* x, const float* dy, const float* weight,
-                       const float* mean, const float* rstd, int64_t rows, int64_t cols,
-                       float* dx, float* dweight, float* dbias);
+void LayerNormBackward(const IntraOp& intra, const float* x, const float* dy,
+                       const float* weight, const float* mean, const float* rstd, int64_t rows,
+                       int64_t cols, float* dx, float* dweight, float* dbias);
 
 }  // namespace math
 }  // namespace cpu
