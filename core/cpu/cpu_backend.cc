@@ -383,7 +383,8 @@ class CpuBackend : public Backend {
                         int64_t cols, Ptr y, float* mean, float* rstd) override {
     In X(intra(), x, rows * cols), W(intra(), weight, cols), B(intra(), bias, cols);
     Out Y(intra(), y, rows * cols, false);
-    math::LayerNormForward(intra(), X.get(), W.get(), B.get(), eps, rows, cols, Y.get(), mean, rstd);
+    math::LayerNormForward(intra(), X.get(), W.get(), B.get(), eps, rows, cols, Y.get(), mean,
+                           rstd);
   }
 
   void LayerNormBackward(const Lane&, CPtr x, CPtr dy, CPtr weight, const float* mean,
@@ -391,8 +392,8 @@ class CpuBackend : public Backend {
                          float* dweight, float* dbias) override {
     In X(intra(), x, rows * cols), G(intra(), dy, rows * cols), W(intra(), weight, cols);
     Out DX(intra(), dx, rows * cols, false);
-    math::LayerNormBackward(intra(), X.get(), G.get(), W.get(), mean, rstd, rows, cols, DX.get(),
-                            dweight, dbias);
+    math::LayerNormBackward(intra(), X.get(), G.get(), W.get(), mean, rstd, rows, cols,
+                            DX.get(), dweight, dbias);
   }
 
  private:
