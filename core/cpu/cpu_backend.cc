@@ -21,11 +21,8 @@ namespace tandem {
 namespace cpu {
 namespace {
 
-// Elements per piece of a bfloat16 <-> float32 conversion.
-constexpr int64_t kConvertGrain = int64_t{1} << 15;
-
 void Widen(const IntraOp& intra, const uint16_t* bits, float* out, int64_t n) {
-  intra.ForRanges(n, kConvertGrain, [&](int64_t begin, int64_t end) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = BFloat16BitsToFloat(bits[i]);
   });
 }
@@ -113,7 +110,7 @@ class Out {
     if (!copy_) return;
     const float* from = copy_->data();
     uint16_t* bits = static_cast<uint16_t*>(p_.data);
-    intra_.ForRanges(n_, kConvertGrain, [&](int64_t begin, int64_t end) {
+    intra_.ForRanges(n_, kPieceElements, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(from[i]);
     });
   }
@@ -317,13 +314,13 @@ class CpuBackend : public Backend {
   void SgdUpdate(const Lane&, const SgdParams& params, float* param, CPtr grad,
                  float* velocity, Ptr working, int64_t n) override {
     In G(intra(), grad, n);
-    math::SgdUpdate(intra(), params, param, G.get(), velocity, n, UpdatedCopyOf(working));
+    math::SgdUpdate(intra(), params, param, G.get(), velocity, n, working);
   }
 
   void AdamWUpdate(const Lane&, const AdamWParams& params, int64_t step, float* param,
                    CPtr grad, float* m, float* v, Ptr working, int64_t n) override {
     In G(intra(), grad, n);
-    math::AdamWUpdate(intra(), params, step, param, G.get(), m, v, n, UpdatedCopyOf(working));
+    math::AdamWUpdate(intra(), params, step, param, G.get(), m, v, n, working);
   }
 
   // ---- The math of core/ops_math.h (core/cpu/cpu_math_ops.h).
@@ -399,19 +396,6 @@ class CpuBackend : public Backend {
  private:
   // What one op may use of the intra-op threads.
   IntraOp intra() { return IntraOp{&pool_, CpuThreads()}; }
-
-  // Where an update writes the parameters' working copy (none when
-  // `working` is null), in its dtype.
-  static math::UpdatedCopy UpdatedCopyOf(Ptr working) {
-    math::UpdatedCopy copy;
-    if (working.data == nullptr) return copy;
-    if (working.dtype == DType::kFloat32) {
-      copy.f32 = static_cast<float*>(working.data);
-    } else {
-      copy.bf16 = static_cast<uint16_t*>(working.data);
-    }
-    return copy;
-  }
 
   // Dropout masks cost a hash per element: smaller pieces.
   static constexpr int64_t kDropoutGrain = int64_t{1} << 13;

@@ -1,6 +1,5 @@
 #include "core/cpu/cpu_layer_norm.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace tandem {
@@ -8,15 +7,9 @@ namespace cpu {
 namespace math {
 namespace {
 
-// About this many elements per piece of rows.
-constexpr int64_t kPieceElements = int64_t{1} << 15;
 // Columns per piece of the weight and bias gradients: a few cache lines of
 // each row, so that pieces of a narrow layer still spread over threads.
 constexpr int64_t kColumnGrain = 64;
-
-int64_t RowGrain(int64_t cols) {
-  return std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1));
-}
 
 void NormalizeRow(const float* row, const float* weight, const float* bias, float eps,
                   int64_t cols, float* out, float* mean, float* rstd) {
@@ -59,7 +52,7 @@ void RowGradient(const float* xr, const float* g, const float* weight, float m, 
 void LayerNormForward(const IntraOp& intra, const float* x, const float* weight,
                       const float* bias, float eps, int64_t rows, int64_t cols, float* y,
                       float* mean, float* rstd) {
-  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+  intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       NormalizeRow(x + r * cols, weight, bias, eps, cols, y + r * cols, mean + r, rstd + r);
     }
@@ -84,7 +77,7 @@ void LayerNormBackward(const IntraOp& intra, const float* x, const float* dy,
     });
   }
   if (dx == nullptr) return;
-  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+  intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       RowGradient(x + r * cols, dy + r * cols, weight, mean[r], rstd[r], cols, dx + r * cols);
     }

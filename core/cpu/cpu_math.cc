@@ -15,11 +15,6 @@ namespace cpu {
 namespace math {
 namespace {
 
-// Elements per piece of an element-wise op (128 KiB of floats): large enough
-// that handing a piece to a helper costs little beside it, small enough that
-// a layer's activations split across a few threads.
-constexpr int64_t kGrain = int64_t{1} << 15;
-
 // Note [Column sum order]
 // ColumnSums is the one op here left to Eigen, whole, on one thread: Eigen
 // adds a column's rows in an order that depends on the expression (where
@@ -28,9 +23,6 @@ constexpr int64_t kGrain = int64_t{1} << 15;
 // change some sums in the last bit, and with them the numbers every
 // training gives. Bias gradients are a small part of a step (one pass over
 // a layer's output).
-
-// Rows per piece for row-wise work on `cols` columns.
-int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)); }
 
 int64_t CheckedLabel(const float* labels, int64_t row, int64_t classes) {
   const float label = labels[row];
@@ -85,7 +77,7 @@ double SoftmaxCrossEntropyRow(const float* row, int64_t label, int64_t classes, 
 void BiasActivation(const IntraOp& intra, Activation activation, const float* x, const float* bias,
                     float* pre, float* out, int64_t rows, int64_t cols) {
   WithActivation(activation, [&](auto act) {
-    intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+    intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const float* xr = x + r * cols;
         float* outr = out + r * cols;
@@ -120,7 +112,7 @@ void ColumnSums(const IntraOp&, const float* x, int64_t rows, int64_t cols, floa
 void Binary(const IntraOp& intra, BinaryOp op, const float* a, const float* b, float* out,
             int64_t n) {
   auto apply = [&](auto f) {
-    intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
     });
   };
@@ -137,25 +129,25 @@ void Binary(const IntraOp& intra, BinaryOp op, const float* a, const float* b, f
 }
 
 void Axpy(const IntraOp& intra, float alpha, const float* x, float* y, int64_t n) {
-  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) y[i] += alpha * x[i];
   });
 }
 
 void Scale(const IntraOp& intra, float alpha, float* x, int64_t n) {
-  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) x[i] *= alpha;
   });
 }
 
 void Fill(const IntraOp& intra, float value, float* x, int64_t n) {
-  intra.ForRanges(n, kGrain,
+  intra.ForRanges(n, kPieceElements,
                   [&](int64_t begin, int64_t end) { std::fill(x + begin, x + end, value); });
 }
 
 void Copy(const IntraOp& intra, const float* src, float* dst, int64_t n) {
   if (src == dst) return;
-  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     std::copy(src + begin, src + end, dst + begin);
   });
 }
@@ -163,7 +155,7 @@ void Copy(const IntraOp& intra, const float* src, float* dst, int64_t n) {
 void ActivationForward(const IntraOp& intra, Activation activation, const float* x, float* y,
                        int64_t n) {
   WithActivation(activation, [&](auto act) {
-    intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) y[i] = kernel_math::Activate(act(), x[i]);
     });
   });
@@ -172,7 +164,7 @@ void ActivationForward(const IntraOp& intra, Activation activation, const float*
 void ActivationBackward(const IntraOp& intra, Activation activation, const float* x,
                         const float* dy, float* dx, int64_t n, bool accumulate) {
   WithActivation(activation, [&](auto act) {
-    intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+    intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
       if (accumulate) {
         for (int64_t i = begin; i < end; ++i) {
           dx[i] += dy[i] * kernel_math::ActivateGrad(act(), x[i]);
@@ -191,7 +183,7 @@ void SoftmaxCrossEntropy(const IntraOp& intra, const float* logits, const float*
                          int64_t rows, int64_t classes, float normalizer, float* loss,
                          float* dlogits) {
   std::vector<double> row_loss(static_cast<size_t>(rows));
-  intra.ForRanges(rows, RowGrain(classes), [&](int64_t begin, int64_t end) {
+  intra.ForRanges(rows, RowsPerPiece(classes), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       row_loss[r] =
           SoftmaxCrossEntropyRow(logits + r * classes, CheckedLabel(labels, r, classes), classes,
@@ -231,21 +223,23 @@ void CountCorrect(const float* logits, const float* labels, int64_t rows, int64_
 
 namespace {
 
-// The piece [begin, end) of the updated parameters into `copy`. Called
-// right after the piece's update, so `param` is read from cache.
-void WriteUpdatedCopy(const float* param, UpdatedCopy copy, int64_t begin, int64_t end) {
-  if (copy.f32 != nullptr) {
-    std::copy(param + begin, param + end, copy.f32 + begin);
-  } else if (copy.bf16 != nullptr) {
-    for (int64_t i = begin; i < end; ++i) copy.bf16[i] = FloatToBFloat16Bits(param[i]);
+// The piece [begin, end) of the updated parameters into the working copy.
+// Called right after the piece's update, so `param` is read from cache.
+void WriteWorking(const float* param, Ptr working, int64_t begin, int64_t end) {
+  if (working.data == nullptr) return;
+  if (working.dtype == DType::kFloat32) {
+    std::copy(param + begin, param + end, static_cast<float*>(working.data) + begin);
+    return;
   }
+  uint16_t* bits = static_cast<uint16_t*>(working.data);
+  for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(param[i]);
 }
 
 }  // namespace
 
 void SgdUpdate(const IntraOp& intra, const SgdParams& params, float* param, const float* grad,
-               float* velocity, int64_t n, UpdatedCopy copy) {
-  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+               float* velocity, int64_t n, Ptr working) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     const SgdParams s = params;  // as in AdamWUpdate
     if (velocity == nullptr) {
       for (int64_t i = begin; i < end; ++i) kernel_math::SgdStep(s, param[i], grad[i], nullptr);
@@ -254,15 +248,15 @@ void SgdUpdate(const IntraOp& intra, const SgdParams& params, float* param, cons
         kernel_math::SgdStep(s, param[i], grad[i], velocity + i);
       }
     }
-    WriteUpdatedCopy(param, copy, begin, end);
+    WriteWorking(param, working, begin, end);
   });
 }
 
 void AdamWUpdate(const IntraOp& intra, const AdamWParams& params, int64_t step, float* param,
-                 const float* grad, float* m, float* v, int64_t n, UpdatedCopy copy) {
+                 const float* grad, float* m, float* v, int64_t n, Ptr working) {
   const float bias1 = 1.f - std::pow(params.beta1, static_cast<float>(step));
   const float bias2 = 1.f - std::pow(params.beta2, static_cast<float>(step));
-  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     // Local copies: the stores below cannot change them, so the loop
     // vectorises.
     const AdamWParams s = params;
@@ -270,7 +264,7 @@ void AdamWUpdate(const IntraOp& intra, const AdamWParams& params, int64_t step, 
     for (int64_t i = begin; i < end; ++i) {
       kernel_math::AdamWStep(s, b1, b2, param[i], grad[i], m[i], v[i]);
     }
-    WriteUpdatedCopy(param, copy, begin, end);
+    WriteWorking(param, working, begin, end);
   });
 }
 

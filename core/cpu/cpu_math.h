@@ -42,17 +42,13 @@ void CountCorrect(const float* logits, const float* labels, int64_t rows, int64_
                   float* out);
 void Fill(const IntraOp& intra, float value, float* x, int64_t n);
 void Copy(const IntraOp& intra, const float* src, float* dst, int64_t n);
-// Where an optimizer update also writes the parameters it updated, in the
-// same pass while they are in cache: a float32 copy, a bfloat16 copy
-// (rounded to nearest even), or nowhere (both null).
-struct UpdatedCopy {
-  float* f32 = nullptr;
-  uint16_t* bf16 = nullptr;
-};
+// The optimizer updates also write the updated parameters into `working`
+// (float32, or bfloat16 rounded to nearest even; nowhere when its data is
+// null) in the same pass, while they are in cache.
 void SgdUpdate(const IntraOp& intra, const SgdParams& params, float* param, const float* grad,
-               float* velocity, int64_t n, UpdatedCopy copy = {});
+               float* velocity, int64_t n, Ptr working = {});
 void AdamWUpdate(const IntraOp& intra, const AdamWParams& params, int64_t step, float* param,
-                 const float* grad, float* m, float* v, int64_t n, UpdatedCopy copy = {});
+                 const float* grad, float* m, float* v, int64_t n, Ptr working = {});
 
 }  // namespace math
 }  // namespace cpu

@@ -15,10 +15,6 @@ namespace cpu {
 namespace math {
 namespace {
 
-// Elements per piece of an element-wise op, as in cpu_math.cc.
-constexpr int64_t kGrain = int64_t{1} << 15;
-int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)); }
-
 float RowSum(const float* row, int64_t cols) {
   float sum = 0.f;
   for (int64_t c = 0; c < cols; ++c) sum += row[c];
@@ -80,21 +76,21 @@ void StoreRow(const float* values, int64_t row, int64_t cols, Ptr table) {
 }  // namespace
 
 void Unary(const IntraOp& intra, UnaryOp op, const float* x, float* out, int64_t n) {
-  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = kernel_math::ApplyUnary(op, x[i]);
   });
 }
 
 void BinaryScalar(const IntraOp& intra, BinaryOp op, const float* x, float s, float* out,
                   int64_t n) {
-  intra.ForRanges(n, kGrain, [&](int64_t begin, int64_t end) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = kernel_math::ApplyBinary(op, x[i], s);
   });
 }
 
 void BroadcastBinary(const IntraOp& intra, BinaryOp op, Broadcast how, const float* x,
                      const float* v, float* out, int64_t rows, int64_t cols) {
-  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+  intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * cols;
       float* outr = out + r * cols;
@@ -107,7 +103,7 @@ void BroadcastBinary(const IntraOp& intra, BinaryOp op, Broadcast how, const flo
 
 void RowReduce(const IntraOp& intra, RowReduction op, const float* x, int64_t rows,
                int64_t cols, float* out) {
-  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+  intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * cols;
       switch (op) {
@@ -121,7 +117,7 @@ void RowReduce(const IntraOp& intra, RowReduction op, const float* x, int64_t ro
 }
 
 void Softmax(const IntraOp& intra, const float* x, float* out, int64_t rows, int64_t cols) {
-  intra.ForRanges(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+  intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * cols;
       float* outr = out + r * cols;

@@ -20,6 +20,7 @@
 #ifndef TANDEM_CORE_CPU_CPU_THREAD_POOL_H_
 #define TANDEM_CORE_CPU_CPU_THREAD_POOL_H_
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -58,6 +59,16 @@ class ThreadPool {
   std::vector<std::thread> helpers_;
   bool stopping_ = false;
 };
+
+// Elements per piece of an op's loop (128 KiB of floats): large enough
+// that handing a piece to a helper costs little beside it, small enough that
+// a layer's activations split across a few threads.
+constexpr int64_t kPieceElements = int64_t{1} << 15;
+
+// Whole rows of `cols` columns per piece: about kPieceElements, at least 1.
+inline int64_t RowsPerPiece(int64_t cols) {
+  return std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1));
+}
 
 // The threads one op may use: the calling thread and up to `threads - 1`
 // helpers of `pool` (none without a pool).

@@ -161,14 +161,14 @@ TEST_F(CpuMathTest, UpdatesWriteTheirCopyOfTheUpdatedParameters) {
   std::vector<float> p = x_;
   IntraOp none;
   AdamWUpdate(none, adamw, 1, p.data(), y_.data(), m.data(), v.data(), kSize,
-              UpdatedCopy{nullptr, bits.data()});
+              Ptr{bits.data(), DType::kBFloat16});
   for (int64_t i = 0; i < kSize; ++i) {
     ASSERT_EQ(bits[i], FloatToBFloat16Bits(p[i])) << "AdamW's bfloat16 copy, element " << i;
   }
   const auto copies = OnOneAndFour("SgdUpdate's copy", [&](const IntraOp& intra) {
     std::vector<float> q = x_, copy(kSize, NAN);
     SgdUpdate(intra, SgdParams{}, q.data(), y_.data(), nullptr, kSize,
-              UpdatedCopy{copy.data(), nullptr});
+              Ptr{copy.data(), DType::kFloat32});
     EXPECT_EQ(std::memcmp(q.data(), copy.data(), kSize * sizeof(float)), 0)
         << intra.threads << " thread(s): SGD's float32 copy differs from the parameters";
     return copy;
