@@ -18,10 +18,9 @@ dir=$TMPDIR/preempt
 mkdir -p "$dir"
 log=$dir/log
 fail() { echo "FAIL: $*"; cat "$log"; exit 1; }
-# Epochs of 24000 examples print a line about every 0.2 s here: mpirun stops
+# Epochs of 24000 examples, so that the run prints few lines: mpirun stops
 # reading its ranks' output from the signal until it has killed them, and a
-# rank that fills the pipe in those seconds blocks in write() until SIGKILL
-# (with 3000 examples, 1 run in 4 did).
+# rank that fills the pipe in those seconds blocks in write() until SIGKILL.
 flags=(--max_train=24000 --max_test=200 --hidden=16 --batch_size=32 --epochs=400)
 launch=("$bin" --workers=2)
 # mpirun answers SIGTERM by waiting odls_base_sigkill_timeout seconds
@@ -63,10 +62,10 @@ else
   # mpirun itself exits 1 when signalled; its ranks exit 75.
   [ "$rc" != 0 ] || fail "mpirun exited 0 after SIGTERM"
 fi
-# Under mpirun the time is mostly Open MPI's: 5.1 s as a rule (3 s before
-# it passes SIGTERM on), but in about one run in five under Bazel SIGTERM
-# reached the ranks some 11 s late; they trained on until it came, then
-# stopped, saved and exited 75 as always. Hence the wider limit there.
+# Under mpirun the time is mostly Open MPI's: it waits 3 s before passing
+# SIGTERM on, and now and then passes it on seconds later still (the ranks
+# train on until it comes, then stop and save as always); hence the wider
+# limit there. docs/reliability.md has the times measured.
 limit=10
 [ "$mode" = mpi ] && limit=30
 [ "$seconds" -le "$limit" ] || fail "took $seconds s from SIGTERM to exit (limit $limit s)"
