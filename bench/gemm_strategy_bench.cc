@@ -2,7 +2,8 @@
 // gradient per Linear layer) timed under several issue strategies, to find
 // where the single-GPU step's GEMM time can still come from:
 //
-//   serial_sgemm   cublasSgemm on one stream: what Tandem's backend does.
+//   serial_sgemm   cublasGemmEx on one stream (cublasSgemm's kernels in
+//                  fp32).
 //   serial_lt      cublasLt, its heuristic's first algorithm: should match.
 //   serial_tuned   cublasLt, the fastest of the heuristic's top --candidates
 //                  algorithms per shape, timed here.
@@ -11,8 +12,13 @@
 //                  gradient GEMM, which the next layer's backward waits for.
 //
 // Each strategy is timed with and without the first layer's input gradient
-// (nothing needs it when the input is data). fp32, CUBLAS_COMPUTE_32F: no
-// TF32. Prints "gemm ..." per shape and "result ..." per strategy.
+// (nothing needs it when the input is data). --precision picks the math:
+// fp32 (CUBLAS_COMPUTE_32F, no TF32), tf32 (float32 operands, TF32 tensor
+// cores) or bf16 (bfloat16 operands and outputs, float32 accumulation; the
+// weight-gradient GEMM adds into float32 weights, as SGD in backward does).
+// The square GEMM of --square_size in the same precision gives the rate the
+// step's GEMMs are held against. Prints "gemm ..." per shape and
+// "result ..." per strategy.
 //
 //   bazel-out/k8-opt/bin/bench/gemm_strategy_bench --model=large --batch=512
 #include <cublasLt.h>
@@ -43,7 +49,13 @@ struct GemmShape {
   bool trans_a, trans_b;
   int64_t m, n, k;
   float beta;
-  auto Key() const { return std::make_tuple(trans_a, trans_b, m, n, k, beta); }
+  // A and B hold `in`, C and D `out`; the math is `compute`.
+  cudaDataType_t in, out;
+  cublasComputeType_t compute;
+  auto Key() const {
+    return std::make_tuple(trans_a, trans_b, m, n, k, beta, static_cast<int>(in),
+                           static_cast<int>(out), static_cast<int>(compute));
+  }
   std::string Text() const {
     return std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + "_m" +
            std::to_string(m) + "_n" + std::to_string(n) + "_k" +
@@ -53,6 +65,7 @@ struct GemmShape {
 
 class DeviceBuffer {
  public:
+  // Room for `floats` float32 values (bfloat16 operands use half of it).
   explicit DeviceBuffer(int64_t floats) {
     CUDA_CHECK(cudaMalloc(&data_, static_cast<size_t>(floats) * sizeof(float)));
     CUDA_CHECK(cudaMemset(data_, 0, static_cast<size_t>(floats) * sizeof(float)));
@@ -94,15 +107,16 @@ class GemmRunner {
     cublasDestroy(blas_);
   }
 
-  void Sgemm(cudaStream_t stream, const GemmShape& s, const float* a,
+  void GemmEx(cudaStream_t stream, const GemmShape& s, const float* a,
              const float* b, float* c) {
     const float alpha = 1.f;
     CUBLAS_CHECK(cublasSetStream(blas_, stream));
     CUBLAS_CHECK(cublasSetWorkspace(blas_, workspace_.get(), workspace_bytes_));
-    CUBLAS_CHECK(cublasSgemm_64(
+    CUBLAS_CHECK(cublasGemmEx_64(
         blas_, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-        s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b,
-        s.trans_b ? s.k : s.n, a, s.trans_a ? s.m : s.k, &s.beta, c, s.n))
+        s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b, s.in,
+        s.trans_b ? s.k : s.n, a, s.in, s.trans_a ? s.m : s.k, &s.beta, c, s.out, s.n,
+        s.compute, CUBLAS_GEMM_DEFAULT))
         << s.Text();
   }
 
@@ -110,7 +124,7 @@ class GemmRunner {
     auto it = plans_.find(s.Key());
     if (it != plans_.end()) return it->second;
     LtPlan plan;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, s.compute, CUDA_R_32F));
     const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
@@ -118,15 +132,15 @@ class GemmRunner {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)));
     // Stored shapes, column-major: B is [k, n] row-major unless transposed.
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F,
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, s.in,
                                             s.trans_b ? s.k : s.n,
                                             s.trans_b ? s.n : s.k,
                                             s.trans_b ? s.k : s.n));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F,
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, s.in,
                                             s.trans_a ? s.m : s.k,
                                             s.trans_a ? s.k : s.m,
                                             s.trans_a ? s.m : s.k));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, s.n, s.m, s.n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, s.out, s.n, s.m, s.n));
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
@@ -160,7 +174,7 @@ class GemmRunner {
   int64_t workspace_bytes_;
   cublasHandle_t blas_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
-  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, float>, LtPlan> plans_;
+  std::map<decltype(GemmShape{}.Key()), LtPlan> plans_;
 };
 
 // Milliseconds per call of `fn` on `stream`: median of 5 timed runs of
@@ -194,14 +208,25 @@ int Run(int argc, char** argv) {
   std::string model = "large";
   int64_t batch = 512;
   int reps = 20, candidates = 16;
-  int64_t workspace_mb = 32;
+  int64_t workspace_mb = 32, square_size = 8192;
+  std::string precision = "fp32";
   CLI::App app{"Tandem: strategies for the GEMMs of one MLP training step"};
   app.add_option("--model", model, "large (1024 -> 4 x 4096 -> 1024) or small (784 -> 1024 -> 1024 -> 10)");
   app.add_option("--batch", batch, "rows per GEMM");
   app.add_option("--reps", reps, "steps per timed run");
   app.add_option("--candidates", candidates, "cublasLt heuristic algorithms tried per shape");
   app.add_option("--workspace_mb", workspace_mb, "cuBLAS workspace");
+  app.add_option("--precision", precision, "fp32, tf32 or bf16");
+  app.add_option("--square_size", square_size, "size of the square reference GEMM (0: none)");
   CLI11_PARSE(app, argc, argv);
+  TANDEM_CHECK(precision == "fp32" || precision == "tf32" || precision == "bf16")
+      << "--precision must be fp32, tf32 or bf16, not '" << precision << "'";
+  const bool bf16 = precision == "bf16";
+  // Activations (and their gradients) are bfloat16 in bf16; the weights
+  // the weight-gradient GEMM updates stay float32.
+  const cudaDataType_t act = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      precision == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 
   std::vector<int64_t> sizes;
   TANDEM_CHECK(model == "large" || model == "small")
@@ -223,13 +248,14 @@ int Run(int argc, char** argv) {
   }
   DeviceBuffer dx0(batch * layers[0].in);
   auto forward = [&](size_t i) {
-    return GemmShape{false, true, batch, layers[i].out, layers[i].in, 0.f};
+    return GemmShape{false, true, batch, layers[i].out, layers[i].in, 0.f, act, act, compute};
   };
   auto weight_grad = [&](size_t i) {
-    return GemmShape{true, false, layers[i].out, layers[i].in, batch, 1.f};
+    return GemmShape{true, false, layers[i].out, layers[i].in, batch, 1.f, act, CUDA_R_32F,
+                     compute};
   };
   auto input_grad = [&](size_t i) {
-    return GemmShape{false, false, batch, layers[i].in, layers[i].out, 0.f};
+    return GemmShape{false, false, batch, layers[i].in, layers[i].out, 0.f, act, act, compute};
   };
   float* const y_last = dz.back()->get();  // forward output of the last layer
   auto fwd_out = [&](size_t i) { return i + 1 < layers.size() ? x[i + 1]->get() : y_last; };
@@ -245,6 +271,19 @@ int Run(int argc, char** argv) {
 
   GemmRunner runner(workspace_mb << 20);
   bench::ResultPrinter results;
+  if (square_size > 0) {
+    const GemmShape sq{false, false, square_size, square_size, square_size, 0.f, act, act,
+                       compute};
+    DeviceBuffer a(square_size * square_size), b(square_size * square_size),
+        c(square_size * square_size);
+    const double ms = TimeMs(main_stream, 5, [&] {
+      runner.GemmEx(main_stream, sq, a.get(), b.get(), c.get());
+    });
+    bench::Row row("square");
+    row.Add("precision", precision).Add("size", square_size).Add("ms", ms, 3)
+        .Add("tflops", 2.0 * square_size * square_size * square_size / ms / 1e9, 1);
+    results.Print(row);
+  }
   double flops_counted = 0;
   for (const Layer& l : layers) flops_counted += 6.0 * l.in * l.out * batch;
 
@@ -267,7 +306,7 @@ int Run(int argc, char** argv) {
     LtPlan& plan = runner.Plan(s, candidates);
     const double gflop = 2.0 * s.m * s.n * s.k / 1e9;
     const double sgemm = TimeMs(main_stream, reps, [&] {
-      runner.Sgemm(main_stream, s, big_a.get(), big_b.get(), big_c.get());
+      runner.GemmEx(main_stream, s, big_a.get(), big_b.get(), big_c.get());
     });
     double best = 1e30;
     int best_index = 0;
@@ -293,7 +332,7 @@ int Run(int argc, char** argv) {
   enum class Api { kSgemm, kLtDefault, kLtTuned };
   auto issue = [&](Api api, cudaStream_t stream, const GemmShape& s, const float* a,
                    const float* b, float* c) {
-    if (api == Api::kSgemm) return runner.Sgemm(stream, s, a, b, c);
+    if (api == Api::kSgemm) return runner.GemmEx(stream, s, a, b, c);
     LtPlan& plan = runner.Plan(s, candidates);
     runner.Lt(stream, s, api == Api::kLtTuned ? plan.algo : plan.candidates[0].algo, a, b, c);
   };
@@ -327,6 +366,7 @@ int Run(int argc, char** argv) {
         bench::Row row("result");
         row.Add("strategy", (split ? "split_" : "serial_") + name)
             .Add("skip_first_dx", skip ? 1 : 0).Add("model", model).Add("batch", batch)
+            .Add("precision", precision)
             .Add("gemm_ms", ms, 4).Add("counted_tflops", flops_counted / ms / 1e9, 2);
         results.Print(row);
       }

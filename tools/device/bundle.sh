@@ -35,7 +35,8 @@ mkdir -p .device/lib
 cp -L /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \
   /usr/lib/x86_64-linux-gnu/libgfortran.so.5 /usr/lib/x86_64-linux-gnu/libquadmath.so.0 .device/lib/
 # The binaries share most of their bytes (the CUDA kernels' fat binary):
-# compressed together they travel well under the 64 MiB limit.
-tar -C .device -cJf .device/bin.tar.xz bin lib && rm -rf .device/bin .device/lib
+# compressed together they travel well under the 64 MiB limit, with a
+# dictionary (xz -9: 64 MiB) larger than one binary.
+XZ_OPT=-9 tar -C .device -cJf .device/bin.tar.xz bin lib && rm -rf .device/bin .device/lib
 cp tools/device/unpack.sh .device/
 du -sh .device
