@@ -133,6 +133,16 @@ class Backend {
   virtual void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
                     int64_t n, int64_t k, float alpha, CPtr a, CPtr b,
                     float beta, CPtr c, Ptr d, const GemmSpec& spec) = 0;
+  // Whether Gemm with trans_a and not trans_b (both operands stored with k
+  // as their row index, as in a weight gradient dy^T x) runs well below its
+  // rate for these operands, so that a caller should pass a transposed copy
+  // of A (trans_a false) instead. The CUDA backend says yes for TF32 on
+  // Hopper (Note [TF32 and transposed operands] in core/cuda/context.cc).
+  virtual bool GemmWantsATransposed(DType dtype, bool tf32) const {
+    (void)dtype;
+    (void)tf32;
+    return false;
+  }
   // pre[r, c] = x[r, c] + bias[c] (skipped when pre.data is null) and
   // out[r, c] = act(x[r, c] + bias[c]), in one pass; x may equal pre or out.
   virtual void BiasActivation(const Lane& lane, Activation activation, CPtr x,
@@ -157,6 +167,15 @@ class Backend {
   virtual void ActivationBackward(const Lane& lane, Activation activation,
                                   CPtr x, CPtr dy, Ptr dx, int64_t n,
                                   bool accumulate) = 0;
+  // dz = dy * act'(x) and sums[c] = beta * sums[c] + sum_r dz[r, c] (dz as
+  // stored), over [rows, cols]: ActivationBackward then ColumnSums, which a
+  // backend may do in one pass (the CUDA backend does) with the same results.
+  virtual void ActivationBackwardColumnSums(const Lane& lane, Activation activation, CPtr x,
+                                            CPtr dy, Ptr dz, int64_t rows, int64_t cols,
+                                            float beta, Ptr sums) {
+    ActivationBackward(lane, activation, x, dy, dz, rows * cols, false);
+    ColumnSums(lane, dz, rows, cols, 1.f, beta, sums);
+  }
   // loss[0] = sum_r -log softmax(logits[r])[labels[r]] / normalizer;
   // dlogits (if data is not null) = (softmax - onehot) / normalizer. Labels
   // are class indices stored as floats; loss and softmax in float32.

@@ -219,6 +219,26 @@ void ActivationBackward(const Lane& lane, Activation activation, const Tensor& x
                                     x.numel(), accumulate);
 }
 
+void ActivationBackwardColumnSums(const Lane& lane, Activation activation, const Tensor& x,
+                                  const Tensor& dy, Tensor& dz, Tensor& sums, float beta) {
+  const char* op = "ActivationBackwardColumnSums";
+  CheckOperands(op, lane, {&x, &dy, &dz, &sums});
+  CheckMatrix(op, "x", x);
+  CheckSameNumel(op, x, dy);
+  CheckSameNumel(op, x, dz);
+  CheckSameDType(op, "dy", dy, "dz", dz);
+  TANDEM_CHECK(sums.numel() == x.dim(1))
+      << op << ": sums " << ShapeToString(sums.shape()) << " for x " << ShapeToString(x.shape());
+  if (x.numel() == 0) {  // no rows: sums = beta * sums, as ColumnSums
+    if (beta == 0.f) Fill(lane, sums, 0.f);
+    else if (beta != 1.f) Scale(lane, sums, beta);
+    return;
+  }
+  lane.backend().ActivationBackwardColumnSums(lane, activation, x.ptr(), dy.ptr(),
+                                              dz.mutable_ptr(), x.dim(0), x.dim(1), beta,
+                                              sums.mutable_ptr());
+}
+
 void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits, const Tensor& labels,
                          Tensor& loss, Tensor* dlogits, float normalizer) {
   const char* op = "SoftmaxCrossEntropy";

@@ -94,6 +94,13 @@ void ActivationForward(const Lane& lane, Activation activation,
 void ActivationBackward(const Lane& lane, Activation activation,
                         const Tensor& x, const Tensor& dy, Tensor& dx,
                         bool accumulate = false);
+// dz = dy * act'(x) for x [rows, cols], and sums [cols] = beta * sums +
+// the column sums of dz: ActivationBackward then ColumnSums, in one pass
+// where the backend can (a layer's pre-activation and bias gradients). dz
+// may be dy.
+void ActivationBackwardColumnSums(const Lane& lane, Activation activation, const Tensor& x,
+                                  const Tensor& dy, Tensor& dz, Tensor& sums,
+                                  float beta = 0.f);
 // loss [1] = mean-style cross-entropy of softmax(logits [rows, classes])
 // against labels [rows] (class indices as floats), divided by normalizer
 // (<= 0 means rows). dlogits, if given, gets the gradient of loss. Main
@@ -176,6 +183,11 @@ inline void ActivationBackward(Activation activation, const Tensor& x,
                                const Tensor& dy, Tensor& dx,
                                bool accumulate = false) {
   ActivationBackward(MainLaneOf(dx), activation, x, dy, dx, accumulate);
+}
+inline void ActivationBackwardColumnSums(Activation activation, const Tensor& x,
+                                         const Tensor& dy, Tensor& dz, Tensor& sums,
+                                         float beta = 0.f) {
+  ActivationBackwardColumnSums(MainLaneOf(dz), activation, x, dy, dz, sums, beta);
 }
 inline void SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
                                 Tensor& loss, Tensor* dlogits,

@@ -166,16 +166,35 @@ void Linear::CheckBackward(const Tensor& dy) const {
       << ": expected [" << input.dim(0) << ", " << out_ << "]";
 }
 
-Tensor Linear::PreActivationGradient(const Lane& lane, const Tensor& dy) {
+Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args,
+                                                        const Tensor& dy) {
+  const Lane& lane = args.lane;
   Tensor g = dy;
   if (g.dtype() != policy_.compute_dtype()) {
     g = Tensor::Empty(dy.shape(), dy.device(), policy_.compute_dtype());
     ops::Cast(lane, dy, g);
   }
-  if (options_.activation == Activation::kIdentity) return g;
+  if (options_.activation == Activation::kIdentity) return {g, false, Tensor()};
   Tensor dz = Tensor::Empty(g.shape(), g.device(), g.dtype());
-  ops::ActivationBackward(lane, options_.activation, pre_activation_.tensor(), g, dz);
-  return dz;
+  if (!options_.bias) {
+    ops::ActivationBackward(lane, options_.activation, pre_activation_.tensor(), g, dz);
+    return {dz, false, Tensor()};
+  }
+  // The bias gradient comes out of the same pass over dz: into the gradient
+  // (written or added to, as the weight's), or, for an update in Backward,
+  // into float32 sums that the update reads on the parameter lane.
+  PreActivationGrad grad{dz, true, Tensor()};
+  if (args.update != nullptr) {
+    grad.bias_sums = Tensor::Empty(bias_.shape(), bias_.device());
+    ops::ActivationBackwardColumnSums(lane, options_.activation, pre_activation_.tensor(), g,
+                                      dz, grad.bias_sums);
+    return grad;
+  }
+  if (!bias_grad_.defined()) bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
+  const float beta = args.grad_mode == GradMode::kAccumulate ? 1.f : 0.f;
+  ops::ActivationBackwardColumnSums(lane, options_.activation, pre_activation_.tensor(), g, dz,
+                                    bias_grad_, beta);
+  return grad;
 }
 
 // Note [Parameter lane]
@@ -192,14 +211,32 @@ Tensor Linear::PreActivationGradient(const Lane& lane, const Tensor& dy) {
 // reads them (or their working copy); it still runs beside the layers below.
 // The gradients are then not kept: the layer drops them, and makes them
 // again, zeroed, when a later Backward writes gradients.
-void Linear::ParameterGradients(const BackwardArgs& args, const Tensor& dz) {
+void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGrad& grad) {
   const Lane& lane = args.param_lane;
+  const Tensor& dz = grad.dz;
   ops::WaitFor(lane, args.lane);  // dz and the input are queued on args.lane
+  // dz^T x, or (dz^T) x from a transposed copy where the backend's GEMM
+  // reads that layout faster (Backend::GemmWantsATransposed).
+  const Tensor* a = &dz;
+  bool trans_a = true;
+  Tensor dz_t;
+  if (dz.backend().GemmWantsATransposed(dz.dtype(), policy_.tf32())) {
+    dz_t = Tensor::Empty({dz.dim(1), dz.dim(0)}, dz.device(), dz.dtype());
+    ops::Transpose(lane, dz, dz_t);
+    a = &dz_t;
+    trans_a = false;
+    KeepForParamLane(args, dz_t);
+  }
   if (args.update != nullptr) {
     weight_grad_ = Tensor();
     bias_grad_ = Tensor();
-    args.update->FromGemm(lane, &weight_, dz, true, input_.tensor(), false, policy_.tf32());
-    if (options_.bias) args.update->FromColumnSums(lane, &bias_, dz);
+    args.update->FromGemm(lane, &weight_, *a, trans_a, input_.tensor(), false, policy_.tf32());
+    if (grad.bias_summed) {
+      KeepForParamLane(args, grad.bias_sums);
+      args.update->FromGradient(lane, &bias_, grad.bias_sums);
+    } else if (options_.bias) {
+      args.update->FromColumnSums(lane, &bias_, dz);
+    }
     return;
   }
   if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
@@ -207,12 +244,12 @@ void Linear::ParameterGradients(const BackwardArgs& args, const Tensor& dz) {
     bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
   }
   // float32 gradients, from bfloat16 operands in bf16 mode.
-  const float beta = args.grad_mode == GradMode::kAccumulate ? 1.f : 0.f;
+  const bool accumulate = args.grad_mode == GradMode::kAccumulate;
   ops::GemmOptions o;
-  o.beta = beta;
+  o.beta = accumulate ? 1.f : 0.f;
   o.tf32 = policy_.tf32();
-  ops::Gemm(lane, dz, true, input_.tensor(), false, weight_grad_, o);  // dz^T x
-  if (options_.bias) ops::ColumnSums(lane, dz, bias_grad_, beta);
+  ops::Gemm(lane, *a, trans_a, input_.tensor(), false, weight_grad_, o);  // dz^T x
+  if (options_.bias && !grad.bias_summed) ops::ColumnSums(lane, dz, bias_grad_, o.beta);
 }
 
 Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
@@ -230,39 +267,42 @@ Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
 // returns, so that memory goes back to the allocator as backward proceeds.
 // That is safe for what only args.lane read: the next owner of the memory
 // queues its work after it (Note [Stream-ordered reuse] in
-// core/cuda/caching_allocator.h). What args.param_lane reads (the input and
-// dz) may still be read there after Backward returns when that lane is
+// core/cuda/caching_allocator.h). What args.param_lane reads (the input,
+// dz and a transposed copy of dz) may still be read there after Backward returns when that lane is
 // another queue: it goes to args.param_lane_reads for the caller to release,
 // or else the layer keeps it until its next Forward or Backward, which
 // start only once the parameter lane is joined (BackwardArgs).
 void Linear::DropBackwardState(const BackwardArgs& args, Tensor dz) {
   pre_activation_.Reset();
-  kept_for_param_lane_.clear();
-  if (!SameQueue(args.lane, args.param_lane)) {
-    std::vector<Tensor>& keep = args.param_lane_reads != nullptr ? *args.param_lane_reads
-                                                                 : kept_for_param_lane_;
-    keep.push_back(input_.Release());
-    keep.push_back(std::move(dz));
-  }
+  KeepForParamLane(args, input_.Release());
+  KeepForParamLane(args, std::move(dz));
   input_.Reset();
+}
+
+void Linear::KeepForParamLane(const BackwardArgs& args, Tensor t) {
+  if (SameQueue(args.lane, args.param_lane)) return;
+  std::vector<Tensor>& keep =
+      args.param_lane_reads != nullptr ? *args.param_lane_reads : kept_for_param_lane_;
+  keep.push_back(std::move(t));
 }
 
 Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   CheckBackward(dy);
-  Tensor dz = PreActivationGradient(args.lane, dy);
+  kept_for_param_lane_.clear();  // the last Backward's lane was joined
+  PreActivationGrad grad = PreActivationGradient(args, dy);
   Tensor dx;
   if (args.update != nullptr) {
     // See Note [Update after the input gradient].
-    dx = InputGradient(args, dz);
-    ParameterGradients(args, dz);
+    dx = InputGradient(args, grad.dz);
+    ParameterGradients(args, grad);
     if (args.on_params_ready) args.on_params_ready();
   } else {
     // See Note [Parameter lane].
-    ParameterGradients(args, dz);
+    ParameterGradients(args, grad);
     if (args.on_params_ready) args.on_params_ready();
-    dx = InputGradient(args, dz);
+    dx = InputGradient(args, grad.dz);
   }
-  DropBackwardState(args, std::move(dz));
+  DropBackwardState(args, std::move(grad.dz));
   return dx;
 }
 

@@ -76,14 +76,23 @@ class Linear : public Layer {
   // What the GEMMs read: the working copies in bf16, the masters otherwise.
   const Tensor& weight_for_math() const { return policy_.has_working_copies() ? weight_work_ : weight_; }
   const Tensor& bias_for_math() const { return policy_.has_working_copies() ? bias_work_ : bias_; }
-  // d loss / d (x W^T + b), on `lane`.
-  Tensor PreActivationGradient(const Lane& lane, const Tensor& dy);
+  // dz = d loss / d (x W^T + b), on args.lane; with a bias and an
+  // activation, the bias gradient too, from the same pass: into the bias
+  // gradient, or, with args.update, into bias_sums for the update.
+  struct PreActivationGrad {
+    Tensor dz;
+    bool bias_summed;   // false: the bias gradient is still to take
+    Tensor bias_sums;   // float32 [out], with args.update only
+  };
+  PreActivationGrad PreActivationGradient(const BackwardArgs& args, const Tensor& dy);
   // The weight and bias gradients (or updates), on args.param_lane.
-  void ParameterGradients(const BackwardArgs& args, const Tensor& dz);
+  void ParameterGradients(const BackwardArgs& args, const PreActivationGrad& grad);
   // dz W on args.lane; undefined when args.input_grad is false.
   Tensor InputGradient(const BackwardArgs& args, const Tensor& dz);
   // See Note [What Backward keeps] in linear.cc.
   void DropBackwardState(const BackwardArgs& args, Tensor dz);
+  // Keeps `t`, which args.param_lane reads, while that lane may still run.
+  void KeepForParamLane(const BackwardArgs& args, Tensor t);
 
   PrecisionPolicy policy_;
   Tensor weight_, weight_grad_;  // [out, in], float32

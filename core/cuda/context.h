@@ -125,6 +125,7 @@ class CudaContext : public Backend {
   void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
             int64_t k, float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
             const GemmSpec& spec) override;
+  bool GemmWantsATransposed(DType dtype, bool tf32) const override;
   void BiasActivation(const Lane& lane, Activation activation, CPtr x, CPtr bias,
                       Ptr pre, Ptr out, int64_t rows, int64_t cols) override;
   void ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols, float alpha,
@@ -139,6 +140,9 @@ class CudaContext : public Backend {
                          int64_t n) override;
   void ActivationBackward(const Lane& lane, Activation activation, CPtr x, CPtr dy,
                           Ptr dx, int64_t n, bool accumulate) override;
+  void ActivationBackwardColumnSums(const Lane& lane, Activation activation, CPtr x, CPtr dy,
+                                    Ptr dz, int64_t rows, int64_t cols, float beta,
+                                    Ptr sums) override;
   void SoftmaxCrossEntropy(const Lane& lane, CPtr logits, const float* labels,
                            int64_t rows, int64_t classes, float normalizer,
                            float* loss, Ptr dlogits) override;
@@ -199,6 +203,7 @@ class CudaContext : public Backend {
 
   const int device_;
   int multiprocessors_ = 0;
+  int compute_major_ = 0;  // the compute capability's major version
   // Declaration order is construction order: the lanes before their cuBLAS
   // handles (made inside them), the allocator before any tensor.
   CudaLane main_;

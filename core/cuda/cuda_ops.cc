@@ -143,7 +143,12 @@ void CudaContext::BiasActivation(const Lane& lane, Activation activation, CPtr x
 void CudaContext::ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
                              float alpha, float beta, Ptr out) {
   DeviceGuard guard(device_);
-  kernels::ColumnSums(StreamOf(lane, "ColumnSums"), x, rows, cols, alpha, beta, out);
+  // The partial sums go in the lane's cuBLAS workspace: its stream runs one
+  // call at a time, GEMMs included.
+  LaneOf(lane, "ColumnSums").WithBlas([&](Blas& blas) {
+    kernels::ColumnSums(blas.stream, x, rows, cols, alpha, beta, out, blas.workspace.data(),
+                        blas.workspace.bytes());
+  });
 }
 
 void CudaContext::Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
@@ -189,6 +194,17 @@ void CudaContext::ActivationBackward(const Lane& lane, Activation activation, CP
   DeviceGuard guard(device_);
   kernels::ActivationBackward(StreamOf(lane, "ActivationBackward"), activation, x, dy, dx,
                               n, accumulate);
+}
+
+void CudaContext::ActivationBackwardColumnSums(const Lane& lane, Activation activation,
+                                               CPtr x, CPtr dy, Ptr dz, int64_t rows,
+                                               int64_t cols, float beta, Ptr sums) {
+  DeviceGuard guard(device_);
+  // Partial sums in the lane's cuBLAS workspace, as ColumnSums does.
+  LaneOf(lane, "ActivationBackwardColumnSums").WithBlas([&](Blas& blas) {
+    kernels::ActivationBackwardColumnSums(blas.stream, activation, x, dy, dz, rows, cols, beta,
+                                          sums, blas.workspace.data(), blas.workspace.bytes());
+  });
 }
 
 void CudaContext::SoftmaxCrossEntropy(const Lane& lane, CPtr logits, const float* labels,

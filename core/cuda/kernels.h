@@ -42,10 +42,18 @@ namespace kernels {
 void BiasActivation(cudaStream_t stream, Activation activation, CPtr x, CPtr bias,
                     Ptr pre, Ptr out, int64_t rows, int64_t cols);
 // out: [cols] = beta * out + alpha * sum over rows of x [rows, cols], summed
-// in float32; x and out of either dtype; deterministic (each column is
-// summed by one block, in a fixed order).
+// in float32; x and out of either dtype; deterministic (a fixed order that
+// depends on the shape and scratch_bytes alone: Note [Column sums in chunks]
+// in kernels_reduce.cu). `scratch` holds partial sums; no other work on
+// other streams may use it until this finishes.
 void ColumnSums(cudaStream_t stream, CPtr x, int64_t rows, int64_t cols, float alpha,
-                float beta, Ptr out);
+                float beta, Ptr out, void* scratch, size_t scratch_bytes);
+// dz = dy * act'(x) and sums = beta * sums + the column sums of dz as
+// stored, in one pass over [rows, cols]: the same bits as ActivationBackward
+// then ColumnSums (alpha 1). dy and dz share a dtype; dz may be dy.
+void ActivationBackwardColumnSums(cudaStream_t stream, Activation activation, CPtr x,
+                                  CPtr dy, Ptr dz, int64_t rows, int64_t cols, float beta,
+                                  Ptr sums, void* scratch, size_t scratch_bytes);
 // a, b, out of one dtype.
 void Binary(cudaStream_t stream, BinaryOp op, CPtr a, CPtr b, Ptr out, int64_t n);
 // y += alpha * x; x and y each of either dtype.

@@ -18,6 +18,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_helpers.cuh"
 #include "core/cuda/kernels.h"
+#include "core/kernel_math.h"
 
 namespace tandem {
 namespace cuda {
@@ -192,31 +193,141 @@ __global__ void MseKernel(const TP* pred, const TT* target, int64_t n,
 // ColumnSums: a block owns 32 columns; its 16 rows of threads each sum every
 // 16th row, then one thread per column adds the 16 partial sums in order.
 
-constexpr int kColumnTile = 32;
-constexpr int kRowPhases = 16;
+// Note [Column sums in chunks]
+// A column's sum is taken in a fixed order that depends on the shape alone:
+// the rows fall into chunks of kChunkRows (fewer, longer chunks where the
+// scratch cannot hold a partial sum per chunk and column); within a chunk,
+// warp w adds up rows w, w + kSumWarps, ... in order; the warps' sums are
+// added in warp order, then the chunks' in chunk order. One block covers
+// kTileColumns columns of one chunk, each thread kColumnsPerThread adjacent
+// columns, loaded as one 16-byte vector where the rows allow, which does not
+// change what is added in which order. So a [4096, 4096] gradient is read
+// by 256 blocks with many loads in flight (one block per column stripe left
+// most SMs idle and read at a third of the memory's bandwidth).
+constexpr int kColumnsPerThread = 8;
+constexpr int kSumWarps = 8;
+constexpr int kTileColumns = 32 * kColumnsPerThread;
+constexpr int64_t kChunkRows = 256;
 
-template <typename TX, typename TO>
-__global__ void ColumnSumsKernel(const TX* x, int64_t rows, int64_t cols,
-                                 float alpha, float beta, TO* out) {
-  __shared__ float partial[kRowPhases][kColumnTile + 1];
-  const int64_t c =
-      static_cast<int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
-  float acc = 0.f;
-  if (c < cols) {
-    for (int64_t r = threadIdx.y; r < rows; r += kRowPhases) {
-      acc += ToFloat(x[r * cols + c]);
+__device__ __forceinline__ float ScaledSum(float sum, float alpha, float beta, float old) {
+  // beta == 0 must not read `out`: it may hold garbage (NaN * 0 is NaN).
+  return beta == 0.f ? alpha * sum : beta * old + alpha * sum;
+}
+
+// Loads kColumnsPerThread elements of row r from column c0 (zeros past the
+// row's end): one 16-byte vector, or (kVector false) one at a time.
+template <bool kVector, typename T>
+__device__ __forceinline__ void LoadRowPiece(const T* p, int64_t r, int64_t c0, int64_t cols,
+                                             float* v) {
+  if constexpr (kVector) {
+    if (c0 < cols) {
+      LoadVec<kColumnsPerThread>(p + r * cols + c0, 0, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kColumnsPerThread; ++j) v[j] = 0.f;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kColumnsPerThread; ++j) {
+      v[j] = c0 + j < cols ? ToFloat(p[r * cols + c0 + j]) : 0.f;
     }
   }
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float sum = 0.f;
+}
+
+// Stores what LoadRowPiece loads, rounded to T.
+template <bool kVector, typename T>
+__device__ __forceinline__ void StoreRowPiece(T* p, int64_t r, int64_t c0, int64_t cols,
+                                              const float* v) {
+  if constexpr (kVector) {
+    if (c0 < cols) StoreVec<kColumnsPerThread>(p + r * cols + c0, 0, v);
+  } else {
 #pragma unroll
-    for (int k = 0; k < kRowPhases; ++k) sum += partial[k][threadIdx.x];
-    // beta == 0 must not read `out`: it may hold garbage (NaN * 0 is NaN).
-    out[c] = FromFloat<TO>(beta == 0.f ? alpha * sum
-                                       : beta * ToFloat(out[c]) + alpha * sum);
+    for (int j = 0; j < kColumnsPerThread; ++j) {
+      if (c0 + j < cols) p[r * cols + c0 + j] = FromFloat<T>(v[j]);
+    }
   }
+}
+
+// What the column sums add up: the rows of x,
+template <typename TX>
+struct RowsOf {
+  const TX* x;
+  template <bool kVector>
+  __device__ __forceinline__ void Load(int64_t r, int64_t c0, int64_t cols, float* v) const {
+    LoadRowPiece<kVector>(x, r, c0, cols, v);
+  }
+};
+
+// or the rows of dz = dy * act'(x), stored into dz as they are made; the
+// sums add dz as stored (rounded to TG), as ColumnSums of dz would. dz may
+// be dy: a thread reads its elements of a row before it writes them.
+template <typename TX, typename TG>
+struct ActivationGradientRows {
+  Activation activation;
+  const TX* x;
+  const TG* dy;
+  TG* dz;
+  template <bool kVector>
+  __device__ __forceinline__ void Load(int64_t r, int64_t c0, int64_t cols, float* v) const {
+    float pre[kColumnsPerThread];
+    LoadRowPiece<kVector>(x, r, c0, cols, pre);
+    LoadRowPiece<kVector>(dy, r, c0, cols, v);
+#pragma unroll
+    for (int j = 0; j < kColumnsPerThread; ++j) {
+      v[j] = ToFloat(FromFloat<TG>(v[j] * kernel_math::ActivateGrad(activation, pre[j])));
+    }
+    StoreRowPiece<kVector>(dz, r, c0, cols, v);
+  }
+};
+
+// Sums the chunk blockIdx.y of each column in the block's tile of what
+// `rows` loads: into out (scaled) when there is one chunk, else into
+// partials[chunk, col].
+template <typename Rows, typename TO, bool kVector>
+__global__ void ColumnChunkSumsKernel(Rows rows_of, int64_t rows, int64_t cols,
+                                      int64_t chunk_rows, float alpha, float beta,
+                                      float* partials, TO* out) {
+  __shared__ float warp_sums[kSumWarps][kTileColumns];
+  const int lane = threadIdx.x, warp = threadIdx.y;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTileColumns;
+  const int64_t c0 = tile + lane * kColumnsPerThread;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t end = begin + chunk_rows < rows ? begin + chunk_rows : rows;
+  float acc[kColumnsPerThread] = {};
+#pragma unroll 8
+  for (int64_t r = begin + warp; r < end; r += kSumWarps) {
+    float v[kColumnsPerThread];
+    rows_of.template Load<kVector>(r, c0, cols, v);
+#pragma unroll
+    for (int j = 0; j < kColumnsPerThread; ++j) acc[j] += v[j];
+  }
+#pragma unroll
+  for (int j = 0; j < kColumnsPerThread; ++j) {
+    warp_sums[warp][lane * kColumnsPerThread + j] = acc[j];
+  }
+  __syncthreads();
+  const int t = warp * 32 + lane;  // this thread's column in the tile
+  const int64_t c = tile + t;
+  if (c >= cols) return;
+  float sum = 0.f;
+#pragma unroll
+  for (int w = 0; w < kSumWarps; ++w) sum += warp_sums[w][t];
+  if (gridDim.y == 1) {
+    out[c] = FromFloat<TO>(ScaledSum(sum, alpha, beta, beta == 0.f ? 0.f : ToFloat(out[c])));
+  } else {
+    partials[static_cast<int64_t>(blockIdx.y) * cols + c] = sum;
+  }
+}
+
+// out[c] from the chunks' partial sums, added in chunk order.
+template <typename TO>
+__global__ void FinishColumnSumsKernel(const float* partials, int64_t chunks, int64_t cols,
+                                       float alpha, float beta, TO* out) {
+  const int64_t c = GlobalThread();
+  if (c >= cols) return;
+  float sum = 0.f;
+  for (int64_t k = 0; k < chunks; ++k) sum += partials[k * cols + c];
+  out[c] = FromFloat<TO>(ScaledSum(sum, alpha, beta, beta == 0.f ? 0.f : ToFloat(out[c])));
 }
 
 // Records the first step whose loss is NaN or infinite (first_bad < 0: none
@@ -231,22 +342,78 @@ __global__ void TrackNonFiniteKernel(const float* loss, float step,
 // ---------------------------------------------------------------------------
 // Launchers.
 
-void ColumnSums(cudaStream_t stream, CPtr x, int64_t rows, int64_t cols, float alpha,
-                float beta, Ptr out) {
-  if (cols <= 0) return;
-  const int64_t tiles = (cols + kColumnTile - 1) / kColumnTile;
+namespace {
+// Column sums of what `rows_of` loads (Note [Column sums in chunks]); the
+// vector path when `vector` (every row piece 16-byte aligned).
+template <typename Rows>
+void LaunchColumnSums(cudaStream_t stream, const Rows& rows_of, bool vector, int64_t rows,
+                      int64_t cols, float alpha, float beta, Ptr out, void* scratch,
+                      size_t scratch_bytes) {
+  const int64_t tiles = (cols + kTileColumns - 1) / kTileColumns;
   CheckRows("ColumnSums", tiles);
+  // Chunks by the shape; one needs no scratch.
+  const int64_t fit = std::max<int64_t>(
+      1, std::min<int64_t>(static_cast<int64_t>(scratch_bytes / sizeof(float)) / cols, 65535));
+  int64_t chunks = std::max<int64_t>(1, (rows + kChunkRows - 1) / kChunkRows);
+  int64_t chunk_rows = kChunkRows;
+  if (chunks > fit) {  // fewer, longer chunks
+    chunks = fit;
+    chunk_rows = (rows + chunks - 1) / chunks;
+  }
+  if (chunks == 1) chunk_rows = rows;
+  float* partials = static_cast<float*>(scratch);
+  DispatchDType(out.dtype, [&](auto to) {
+    using TO = typename decltype(to)::type;
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
+    const dim3 block(32, kSumWarps);
+    auto* outs = static_cast<TO*>(out.data);
+    if (vector) {
+      ColumnChunkSumsKernel<Rows, TO, true><<<grid, block, 0, stream>>>(
+          rows_of, rows, cols, chunk_rows, alpha, beta, partials, outs);
+    } else {
+      ColumnChunkSumsKernel<Rows, TO, false><<<grid, block, 0, stream>>>(
+          rows_of, rows, cols, chunk_rows, alpha, beta, partials, outs);
+    }
+    if (chunks > 1) {
+      FinishColumnSumsKernel<TO><<<BlocksFor(cols, kMaxBlocks * 16), kThreads, 0, stream>>>(
+          partials, chunks, cols, alpha, beta, outs);
+    }
+  });
+}
+}  // namespace
+
+void ColumnSums(cudaStream_t stream, CPtr x, int64_t rows, int64_t cols, float alpha,
+                float beta, Ptr out, void* scratch, size_t scratch_bytes) {
+  if (cols <= 0) return;
+  const bool vector = cols % kColumnsPerThread == 0 && Aligned16(x.data);
   DispatchDType(x.dtype, [&](auto tx) {
-    DispatchDType(out.dtype, [&](auto to) {
-      using TX = typename decltype(tx)::type;
-      using TO = typename decltype(to)::type;
-      ColumnSumsKernel<TX, TO>
-          <<<static_cast<int>(tiles), dim3(kColumnTile, kRowPhases), 0, stream>>>(
-              static_cast<const TX*>(x.data), rows, cols, alpha, beta,
-              static_cast<TO*>(out.data));
-    });
+    using TX = typename decltype(tx)::type;
+    LaunchColumnSums(stream, RowsOf<TX>{static_cast<const TX*>(x.data)}, vector, rows, cols,
+                     alpha, beta, out, scratch, scratch_bytes);
   });
   TANDEM_CUDA_CHECK_LAUNCH() << "ColumnSums [" << rows << ", " << cols << "]";
+}
+
+void ActivationBackwardColumnSums(cudaStream_t stream, Activation activation, CPtr x,
+                                  CPtr dy, Ptr dz, int64_t rows, int64_t cols, float beta,
+                                  Ptr sums, void* scratch, size_t scratch_bytes) {
+  if (cols <= 0) return;
+  CheckOneDType("ActivationBackwardColumnSums", {{"dy", dy}, {"dz", dz}});
+  const bool vector = cols % kColumnsPerThread == 0 && Aligned16(x.data) &&
+                      Aligned16(dy.data) && Aligned16(dz.data);
+  DispatchDType(x.dtype, [&](auto tx) {
+    DispatchDType(dy.dtype, [&](auto tg) {
+      using TX = typename decltype(tx)::type;
+      using TG = typename decltype(tg)::type;
+      const ActivationGradientRows<TX, TG> rows_of{activation, static_cast<const TX*>(x.data),
+                                                   static_cast<const TG*>(dy.data),
+                                                   static_cast<TG*>(dz.data)};
+      LaunchColumnSums(stream, rows_of, vector, rows, cols, 1.f, beta, sums, scratch,
+                       scratch_bytes);
+    });
+  });
+  TANDEM_CUDA_CHECK_LAUNCH() << "ActivationBackwardColumnSums [" << rows << ", " << cols
+                             << "]";
 }
 
 void TrackNonFinite(cudaStream_t stream, const float* loss, int64_t step,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "core/backend_registry.h"
 #include "core/check.h"
@@ -322,6 +324,57 @@ TEST_P(LinearTest, Bf16SgdInBackwardKeepsWorkingCopies) {
               Rounded(reference.Parameters()[p].value->ToVector()))
         << p;
   }
+}
+
+// TF32 against float32 from the same weights, for gradients written and
+// for SGD in Backward on a parameter lane of its own: within TF32's
+// rounding (10-bit mantissas). On an H200 the weight gradient is taken from
+// a transposed copy of dz (Backend::GemmWantsATransposed), so a wrong
+// transpose or a copy released too early shows here.
+TEST_P(LinearTest, Tf32MatchesFloat32) {
+  LinearOptions o;
+  o.device = device();
+  o.activation = Activation::kRelu;
+  const int64_t batch = 96, in = 80, out = 72;
+  const Tensor x = RandomInput(batch, in, 12);
+  const Tensor dy = RandomInput(batch, out, 13);
+  auto make = [&](Precision precision) {
+    Rng rng(14);
+    o.precision = precision;
+    return std::make_unique<Linear>("fc", in, out, rng, o);
+  };
+  auto near = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return RelativeL2(a, b) <= 4e-3;  // a few units of TF32's 2^-11 rounding
+  };
+  std::unique_ptr<Linear> tf32 = make(Precision::kTf32), full = make(Precision::kFp32);
+  BackwardArgs overwrite = BackwardArgs::For(device());
+  overwrite.grad_mode = GradMode::kOverwrite;
+  tf32->Forward(x);
+  full->Forward(x);
+  EXPECT_TRUE(near(BackwardJoined(*tf32, dy, overwrite).ToVector(),
+                   BackwardJoined(*full, dy, overwrite).ToVector()));
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_TRUE(near(tf32->Parameters()[p].grad->ToVector(),
+                     full->Parameters()[p].grad->ToVector()))
+        << "parameter " << p;
+  }
+  const std::vector<float> w0 = full->weight().ToVector();
+  const std::vector<float> dw = full->Parameters()[0].grad->ToVector();
+  SgdParams plain;
+  plain.lr = 0.5f;
+  Sgd sgd(tf32->Parameters(), plain);
+  BackwardArgs update = BackwardArgs::For(device());
+  update.update = sgd.in_backward();
+  tf32->Forward(x);
+  BackwardJoined(*tf32, dy, update);
+  sgd.Step();
+  std::vector<float> step(w0.size()), expected_step(w0.size());
+  const std::vector<float> w1 = tf32->weight().ToVector();
+  for (size_t i = 0; i < w0.size(); ++i) {
+    step[i] = w1[i] - w0[i];
+    expected_step[i] = -plain.lr * dw[i];
+  }
+  EXPECT_TRUE(near(step, expected_step));
 }
 
 TEST_P(LinearTest, ShapeErrorNamesLayerAndShapes) {
