@@ -268,10 +268,11 @@ Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
 // That is safe for what only args.lane read: the next owner of the memory
 // queues its work after it (Note [Stream-ordered reuse] in
 // core/cuda/caching_allocator.h). What args.param_lane reads (the input,
-// dz and a transposed copy of dz) may still be read there after Backward returns when that lane is
-// another queue: it goes to args.param_lane_reads for the caller to release,
-// or else the layer keeps it until its next Forward or Backward, which
-// start only once the parameter lane is joined (BackwardArgs).
+// dz, a transposed copy of dz, the bias sums of an update) may still be
+// read there after Backward returns when that lane is another queue: it
+// goes to args.param_lane_reads for the caller to release, or else the
+// layer keeps it until its next Forward or Backward, which start only once
+// the parameter lane is joined (BackwardArgs).
 void Linear::DropBackwardState(const BackwardArgs& args, Tensor dz) {
   pre_activation_.Reset();
   KeepForParamLane(args, input_.Release());
