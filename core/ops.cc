@@ -228,7 +228,8 @@ void ActivationBackwardColumnSums(const Lane& lane, Activation activation, const
   CheckSameNumel(op, x, dz);
   CheckSameDType(op, "dy", dy, "dz", dz);
   TANDEM_CHECK(sums.numel() == x.dim(1))
-      << op << ": sums " << ShapeToString(sums.shape()) << " for x " << ShapeToString(x.shape());
+      << op << ": sums " << ShapeToString(sums.shape()) << " for x " << ShapeToString(x.shape())
+      << ": sums needs one element per column of x, [" << x.dim(1) << "]";
   if (x.numel() == 0) {  // no rows: sums = beta * sums, as ColumnSums
     if (beta == 0.f) Fill(lane, sums, 0.f);
     else if (beta != 1.f) Scale(lane, sums, beta);

@@ -174,16 +174,16 @@ Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args
     g = Tensor::Empty(dy.shape(), dy.device(), policy_.compute_dtype());
     ops::Cast(lane, dy, g);
   }
-  if (options_.activation == Activation::kIdentity) return {g, false, Tensor()};
+  if (options_.activation == Activation::kIdentity) return {g, Tensor()};
   Tensor dz = Tensor::Empty(g.shape(), g.device(), g.dtype());
-  if (!options_.bias) {
+  if (!BiasSummedWithActivation()) {
     ops::ActivationBackward(lane, options_.activation, pre_activation_.tensor(), g, dz);
-    return {dz, false, Tensor()};
+    return {dz, Tensor()};
   }
   // The bias gradient comes out of the same pass over dz: into the gradient
   // (written or added to, as the weight's), or, for an update in Backward,
   // into float32 sums that the update reads on the parameter lane.
-  PreActivationGrad grad{dz, true, Tensor()};
+  PreActivationGrad grad{dz, Tensor()};
   if (args.update != nullptr) {
     grad.bias_sums = Tensor::Empty(bias_.shape(), bias_.device());
     ops::ActivationBackwardColumnSums(lane, options_.activation, pre_activation_.tensor(), g,
@@ -231,7 +231,7 @@ void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGra
     weight_grad_ = Tensor();
     bias_grad_ = Tensor();
     args.update->FromGemm(lane, &weight_, *a, trans_a, input_.tensor(), false, policy_.tf32());
-    if (grad.bias_summed) {
+    if (BiasSummedWithActivation()) {
       KeepForParamLane(args, grad.bias_sums);
       args.update->FromGradient(lane, &bias_, grad.bias_sums);
     } else if (options_.bias) {
@@ -249,7 +249,9 @@ void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGra
   o.beta = accumulate ? 1.f : 0.f;
   o.tf32 = policy_.tf32();
   ops::Gemm(lane, *a, trans_a, input_.tensor(), false, weight_grad_, o);  // dz^T x
-  if (options_.bias && !grad.bias_summed) ops::ColumnSums(lane, dz, bias_grad_, o.beta);
+  if (options_.bias && !BiasSummedWithActivation()) {
+    ops::ColumnSums(lane, dz, bias_grad_, o.beta);
+  }
 }
 
 Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {

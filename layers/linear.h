@@ -76,13 +76,16 @@ class Linear : public Layer {
   // What the GEMMs read: the working copies in bf16, the masters otherwise.
   const Tensor& weight_for_math() const { return policy_.has_working_copies() ? weight_work_ : weight_; }
   const Tensor& bias_for_math() const { return policy_.has_working_copies() ? bias_work_ : bias_; }
-  // dz = d loss / d (x W^T + b), on args.lane; with a bias and an
-  // activation, the bias gradient too, from the same pass: into the bias
-  // gradient, or, with args.update, into bias_sums for the update.
+  // Whether the bias gradient comes out of the activation's gradient pass.
+  bool BiasSummedWithActivation() const {
+    return options_.bias && options_.activation != Activation::kIdentity;
+  }
+  // dz = d loss / d (x W^T + b), on args.lane; when
+  // BiasSummedWithActivation(), the bias gradient too, from the same pass:
+  // into the bias gradient, or, with args.update, into bias_sums.
   struct PreActivationGrad {
     Tensor dz;
-    bool bias_summed;   // false: the bias gradient is still to take
-    Tensor bias_sums;   // float32 [out], with args.update only
+    Tensor bias_sums;  // float32 [out], with args.update only
   };
   PreActivationGrad PreActivationGradient(const BackwardArgs& args, const Tensor& dy);
   // The weight and bias gradients (or updates), on args.param_lane.

@@ -90,12 +90,10 @@ void CudaContext::MainLaneOnly(const Lane& lane, const char* op) const {
 // Note [TF32 and transposed operands]
 // Hopper's TF32 tensor-core kernels read both operands of a product along
 // k. A weight gradient dy^T x stores both with k (the batch) as the row
-// index, and cuBLAS's TF32 kernels for it ran at 55% of its rate for the
-// same shapes the other ways round (mlp-large, batch 4096, on an H200:
-// 245 against 425 TFLOP/s, bench/gemm_strategy_bench --precision=tf32).
-// Transposing dy first costs one pass over it and makes the product an
-// NN one. bfloat16 products and full-precision float32 ones read either
-// layout at nearly full speed.
+// index, and cuBLAS runs it far below its TF32 rate (docs/benchmarks.md,
+// "Where a step's time goes"). Transposing dy first costs one pass over it
+// and makes the product an NN one. bfloat16 products and full-precision
+// float32 ones read either layout at nearly full speed.
 bool CudaContext::GemmWantsATransposed(DType dtype, bool tf32) const {
   return tf32 && dtype == DType::kFloat32 && compute_major_ == 9;
 }

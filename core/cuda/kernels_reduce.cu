@@ -190,8 +190,7 @@ __global__ void MseKernel(const TP* pred, const TT* target, int64_t n,
 }
 
 // ---------------------------------------------------------------------------
-// ColumnSums: a block owns 32 columns; its 16 rows of threads each sum every
-// 16th row, then one thread per column adds the 16 partial sums in order.
+// ColumnSums and ActivationBackwardColumnSums.
 
 // Note [Column sums in chunks]
 // A column's sum is taken in a fixed order that depends on the shape alone:
@@ -201,9 +200,9 @@ __global__ void MseKernel(const TP* pred, const TT* target, int64_t n,
 // added in warp order, then the chunks' in chunk order. One block covers
 // kTileColumns columns of one chunk, each thread kColumnsPerThread adjacent
 // columns, loaded as one 16-byte vector where the rows allow, which does not
-// change what is added in which order. So a [4096, 4096] gradient is read
-// by 256 blocks with many loads in flight (one block per column stripe left
-// most SMs idle and read at a third of the memory's bandwidth).
+// change what is added in which order. Chunks give a tall matrix blocks
+// enough to fill the GPU ([4096, 4096]: 16 x 16 blocks); a second pass adds
+// the chunks' partial sums.
 constexpr int kColumnsPerThread = 8;
 constexpr int kSumWarps = 8;
 constexpr int kTileColumns = 32 * kColumnsPerThread;

@@ -10,27 +10,16 @@
 #include <utility>
 #include <vector>
 
-#include "core/check.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "tests/support/device_test.h"
+#include "tests/support/error_text.h"
 
 namespace tandem {
 namespace {
 
 using testing::DeviceTest;
 class ColumnSumsTest : public DeviceTest {};
-
-// `fn` throws tandem::Error whose text contains `text`.
-template <typename Fn>
-void ExpectError(Fn fn, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
 
 // Small integers add up exactly in float32 in any order, so every shape
 // must give the exact sums: tails of rows and columns, several chunks of
@@ -98,8 +87,10 @@ TEST_P(ColumnSumsTest, ActivationBackwardColumnSumsIsBackwardThenSums) {
   }
   Tensor x = Tensor::Zeros({4, 3}, device());
   Tensor wrong = Tensor::Zeros({4}, device());
-  ExpectError([&] { ops::ActivationBackwardColumnSums(Activation::kRelu, x, x, x, wrong); },
-              "ActivationBackwardColumnSums: sums [4] for x [4, 3]");
+  EXPECT_NE(testing::ErrorText([&] {
+              ops::ActivationBackwardColumnSums(Activation::kRelu, x, x, x, wrong);
+            }).find("ActivationBackwardColumnSums: sums [4] for x [4, 3]"),
+            std::string::npos);
 }
 
 // The GPU's order of addition is the documented one (a float32 emulation of
