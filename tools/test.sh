@@ -13,14 +13,15 @@ cd "$(dirname "$0")/.."
 full=0
 if [ "${1:-}" = "--full" ]; then full=1; shift; fi
 # A separate output base per sanitizer keeps its build from evicting the
-# normal one.
-tsan_base="${TMPDIR:-/tmp}/tandem_bazel_tsan"
-ubsan_base=/tmp/bazel_san_ubsan
-asan_base=/tmp/bazel_san_asan
+# normal one. Each lies beside this checkout's own output base (Bazel names
+# that one after the checkout's path), never at a fixed path: an output base
+# used from two checkouts keeps the first one's runfiles links, so the
+# second's tests would run the first's scripts, or none if it is gone.
+tsan_base="" ubsan_base="" asan_base=""
 stop_servers() {
   bazel shutdown 2>/dev/null || true
   for base in "$tsan_base" "$ubsan_base" "$asan_base"; do
-    [ -d "$base" ] && bazel --output_base="$base" shutdown 2>/dev/null || true
+    [ -n "$base" ] && [ -d "$base" ] && bazel --output_base="$base" shutdown 2>/dev/null || true
   done
 }
 trap stop_servers EXIT
@@ -32,16 +33,18 @@ if [ $full = 0 ]; then
 fi
 tools/install_deps.sh --fuzz
 bazel test //... "$@"
+own_base=$(bazel info output_base)
+tsan_base=${own_base}_tsan ubsan_base=${own_base}_ubsan asan_base=${own_base}_asan
 # MPI is left out of TSan: Open MPI's own lock-order inversions trip it (see
 # docs/reliability.md); GPU tests need a GPU and skip anyway.
-bazel --output_base="${TMPDIR:-/tmp}/tandem_bazel_tsan" test --config=tsan \
+bazel --output_base="$(bazel info output_base)_tsan" test --config=tsan \
   --build_tests_only --test_tag_filters=-gpu,-mpi //tests/parallel/...
 # Undefined behaviour and memory errors over the CPU suite (docs/reliability.md,
 # "Sanitizers"). ASan's leak check is off for the MPI tests: its only reports
 # are Open MPI's own allocations.
-bazel --output_base=/tmp/bazel_san_ubsan test --config=ubsan --build_tests_only --test_tag_filters=-gpu //tests/...
-bazel --output_base=/tmp/bazel_san_asan test --config=asan --build_tests_only --test_tag_filters=-gpu,-mpi //tests/...
-bazel --output_base=/tmp/bazel_san_asan test --config=asan --build_tests_only --test_tag_filters=mpi,-gpu --test_env=ASAN_OPTIONS=detect_leaks=0 //tests/...
+bazel --output_base="$(bazel info output_base)_ubsan" test --config=ubsan --build_tests_only --test_tag_filters=-gpu //tests/...
+bazel --output_base="$(bazel info output_base)_asan" test --config=asan --build_tests_only --test_tag_filters=-gpu,-mpi //tests/...
+bazel --output_base="$(bazel info output_base)_asan" test --config=asan --build_tests_only --test_tag_filters=mpi,-gpu --test_env=ASAN_OPTIONS=detect_leaks=0 //tests/...
 # Tandem used from another workspace (tests/consumer), built afresh in its
 # own output base.
 tools/test_consumer.sh

@@ -6,10 +6,13 @@
 # the consumer's test (which builds the trainer and every library under it,
 # CUDA backend included), then its training program.
 #   tools/test_consumer.sh [extra bazel test arguments]
-# It uses its own output base and shuts its Bazel server down on the way out.
+# It uses an output base of its own, beside this checkout's (never one shared
+# with another checkout: see tools/test.sh), and shuts its Bazel server down
+# on the way out.
 set -euo pipefail
-cd "$(dirname "$0")/../tests/consumer"
-base="${TMPDIR:-/tmp}/tandem_bazel_consumer"
+cd "$(dirname "$0")/.."
+base="$(bazel info output_base)_consumer"
+cd tests/consumer
 trap 'bazel --output_base="$base" shutdown 2>/dev/null || true' EXIT
 # No bazel-* links in the source tree: --symlink_prefix=/ makes none. One
 # GPU architecture (Hopper) rather than the default two halves nvcc's time:
