@@ -84,9 +84,9 @@ while read -r src; do
   [[ " ${FUZZED_SOURCES[*]} " == *" $src "* ]] || LIB_SOURCES+=("$src")
 done < <(sed -n 's|^//\([^:]*\):\(.*\.cc\)$|\1/\2|p' <<<"$labels" |
          grep -v -e '^core/cuda/' -e '^tests/fuzz/')
-# //third_party:openblas's link options.
-LIBS=(-L/usr/lib/x86_64-linux-gnu/openblas-pthread
-      -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lz -pthread)
+# The libraries' link options (OpenBLAS is loaded at run time:
+# core/cpu/openblas.h).
+LIBS=(-ldl -lz -pthread)
 
 compile() {  # compile SOURCE EXTRA_FLAGS...
   local src="$1"; shift

@@ -1,7 +1,5 @@
 #include "core/cpu/cpu_gemm.h"
 
-#include <cblas-openblas.h>
-
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/cpu/openblas.h"
 
 namespace tandem {
 namespace cpu {
@@ -51,15 +50,11 @@ void EigenBlock(const Block& g, float alpha, float beta) {
 }
 
 void OpenBlasBlock(const Block& g, float alpha, float beta) {
-  // One OpenBLAS thread per call, for the whole process: the intra-op threads
-  // are ours (see Note [Blocked GEMM]).
-  static const bool single_threaded = (openblas_set_num_threads(1), true);
-  (void)single_threaded;
-  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
-              g.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(g.m),
-              static_cast<blasint>(g.n), static_cast<blasint>(g.k), alpha, g.a,
-              static_cast<blasint>(g.lda), g.b, static_cast<blasint>(g.ldb), beta, g.c,
-              static_cast<blasint>(g.ldc));
+  LoadedOpenBlas().sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
+                         g.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(g.m),
+                         static_cast<blasint>(g.n), static_cast<blasint>(g.k), alpha, g.a,
+                         static_cast<blasint>(g.lda), g.b, static_cast<blasint>(g.ldb), beta,
+                         g.c, static_cast<blasint>(g.ldc));
 }
 
 // Block `index` of `plan` within the whole product `whole`.
@@ -91,11 +86,13 @@ void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
 }  // namespace
 
 bool OpenBlasKernelsFitThisCpu() {
+  const OpenBlas& blas = LoadedOpenBlas();
+  if (!blas.loaded()) return false;
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return true;
   // OpenBLAS's kernels older than AVX2, which it falls back to on a CPU it
   // does not know. See Note [OpenBLAS on a CPU it does not know].
-  const std::string core = openblas_get_corename();
+  const std::string core = blas.corename();
   for (const char* old : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
                           "Katmai", "Coppermine", "Northwood", "Banias", "Opteron",
                           "Barcelona", "Bobcat", "Sandybridge", "Bulldozer", "Piledriver"}) {
@@ -110,7 +107,11 @@ GemmLibrary GemmLibraryFromEnvironment() {
   if (text == nullptr || *text == '\0') {
     return OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas : GemmLibrary::kEigen;
   }
-  if (std::strcmp(text, "openblas") == 0) return GemmLibrary::kOpenBlas;
+  if (std::strcmp(text, "openblas") == 0) {
+    const OpenBlas& blas = LoadedOpenBlas();
+    TANDEM_CHECK(blas.loaded()) << "TANDEM_CPU_GEMM=openblas: " << blas.error;
+    return GemmLibrary::kOpenBlas;
+  }
   TANDEM_CHECK(std::strcmp(text, "eigen") == 0)
       << "TANDEM_CPU_GEMM=" << text
       << " is not a GEMM library: set openblas (the default) or eigen";
@@ -118,12 +119,15 @@ GemmLibrary GemmLibraryFromEnvironment() {
 }
 
 std::string Describe(GemmLibrary library) {
+  const OpenBlas& blas = LoadedOpenBlas();
   if (library == GemmLibrary::kEigen) {
     std::string eigen = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
                         std::to_string(EIGEN_MAJOR_VERSION) + "." +
                         std::to_string(EIGEN_MINOR_VERSION);
-    if (!OpenBlasKernelsFitThisCpu()) {
-      eigen += std::string("; OpenBLAS chose its ") + openblas_get_corename() +
+    if (!blas.loaded()) {
+      eigen += "; " + blas.error;
+    } else if (!OpenBlasKernelsFitThisCpu()) {
+      eigen += std::string("; OpenBLAS chose its ") + blas.corename() +
                " kernels for this CPU: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) to use it";
     }
     return eigen;
@@ -131,7 +135,9 @@ std::string Describe(GemmLibrary library) {
   std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
   version.erase(0, version.find_first_not_of(' '));
   version.erase(version.find_last_not_of(' ') + 1);
-  return version + " (" + openblas_get_corename() + " kernels)";
+  std::string kernels = std::string(blas.corename()) + " kernels";
+  if (!blas.set_coretype.empty()) kernels += ", chosen for this CPU's AVX-512";
+  return version + " (" + kernels + ")";
 }
 
 GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k) {

@@ -7,12 +7,12 @@
 //             1.f, a, b, 0.f, c);                      // c = a b^T
 //
 // Libraries: OpenBLAS by default, or Eigen (compiled for AVX2) with
-// TANDEM_CPU_GEMM=eigen. OpenBLAS is Debian's build for all x86-64 CPUs: it
-// picks its kernels for the CPU it runs on (AVX2 or AVX-512), and
-// OPENBLAS_CORETYPE=Haswell forces the AVX2 ones. Its first GEMM sets it to
-// one thread per call for the whole process (openblas_set_num_threads(1)):
-// the threads are ours, and single-threaded calls from several threads at
-// once are safe in its threaded build.
+// TANDEM_CPU_GEMM=eigen. OpenBLAS is Debian's build for all x86-64 CPUs,
+// loaded at run time (core/cpu/openblas.h): its AVX-512 kernels on a CPU
+// with AVX-512, else those it picks for the CPU; OPENBLAS_CORETYPE=Haswell
+// forces the AVX2 ones. It runs one thread per call for the whole process
+// (openblas_set_num_threads(1)): the threads are ours, and single-threaded
+// calls from several threads at once are safe in its threaded build.
 //
 // Note [Blocked GEMM]
 // Rule: a GEMM's result is bitwise the same for any intra-op thread count.
@@ -46,14 +46,17 @@ enum class GemmLibrary { kOpenBlas, kEigen };
 //
 // Note [OpenBLAS on a CPU it does not know]
 // OpenBLAS picks its kernels from the CPU's identity when it loads; on a CPU
-// newer than the library (Debian 12's 0.3.21 on a recent Xeon, for one) it
-// falls back to its oldest x86-64 kernels (Prescott: SSE3), several times
-// slower than Eigen's AVX2 code. So where the CPU has AVX2 and FMA but
-// OpenBLAS chose kernels older than those, the GEMMs go to Eigen, and
-// Describe() says so and how to override: OPENBLAS_CORETYPE=SkylakeX (AVX-512)
-// or Haswell (AVX2) in the environment makes OpenBLAS use those kernels.
+// newer than the library it falls back to older kernels. On CPUs with
+// AVX-512 the backend picks the kernels itself (Note [Which OpenBLAS
+// kernels] in openblas.h); where it does not (an AVX2 CPU, or
+// OPENBLAS_CORETYPE set) and OpenBLAS chose kernels older than AVX2 and FMA
+// (Prescott: SSE3, several times slower than Eigen's AVX2 code) on a CPU
+// that has them, the GEMMs go to Eigen, and Describe() says so and how to
+// override: OPENBLAS_CORETYPE=Haswell (AVX2) makes OpenBLAS use those
+// kernels. Where OpenBLAS cannot be loaded, the GEMMs go to Eigen too.
 GemmLibrary GemmLibraryFromEnvironment();
-// False where the CPU has AVX2 and FMA but OpenBLAS chose older kernels.
+// False where OpenBLAS did not load, or where the CPU has AVX2 and FMA but
+// OpenBLAS chose older kernels.
 bool OpenBlasKernelsFitThisCpu();
 // E.g. "OpenBLAS 0.3.21 (Zen kernels)" or "Eigen 3.4.0".
 std::string Describe(GemmLibrary library);

@@ -2,10 +2,10 @@
 // backend's GEMM against a naive double-precision reference for many shapes,
 // transposes, alpha and beta; the rule of Note [Blocked GEMM] (bitwise the
 // same result for any thread count); the thread pool; the thread-count
-// setting. //tests/core:cpu_gemm_avx2_test runs this same file with
+// setting; which OpenBLAS kernels load (core/cpu/openblas.h).
+// //tests/core:cpu_gemm_avx2_test runs this same file with
 // OPENBLAS_CORETYPE=Haswell, OpenBLAS's AVX2 kernels, so that a machine with
 // AVX-512 tests both of OpenBLAS's paths.
-#include <cblas-openblas.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -24,6 +24,7 @@
 #include "core/cpu/cpu_gemm.h"
 #include "core/cpu/cpu_thread_pool.h"
 #include "core/cpu/cpu_threads.h"
+#include "core/cpu/openblas.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 
@@ -183,15 +184,29 @@ TEST(CpuGemmTest, PlanDependsOnShapeAndCoversIt) {
 }
 
 // Which OpenBLAS kernels run: forced ones when OPENBLAS_CORETYPE is set
-// (cpu_gemm_avx2_test sets Haswell), the CPU's own otherwise.
-TEST(CpuGemmTest, OpenBlasKernelsAreTheForcedOnes) {
-  const std::string core = openblas_get_corename();
+// (cpu_gemm_avx2_test sets Haswell); on a CPU with AVX-512 otherwise the
+// AVX-512 ones, set only while OpenBLAS loaded (Note [Which OpenBLAS
+// kernels]); elsewhere the CPU's own.
+TEST(CpuGemmTest, OpenBlasKernelsAreTheForcedOrChosenOnes) {
+  const OpenBlas& blas = LoadedOpenBlas();
+  ASSERT_TRUE(blas.loaded()) << blas.error;
+  const std::string core = blas.corename();
   const std::string description = Describe(GemmLibrary::kOpenBlas);
-  std::cout << "OpenBLAS: " << openblas_get_config() << "; GEMM: " << description << "\n";
+  std::cout << "OpenBLAS " << blas.path << ": " << blas.config() << "; GEMM: " << description
+            << "\n";
   EXPECT_NE(description.find(core), std::string::npos) << description;
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  if (forced == nullptr) return;
-  EXPECT_EQ(core, forced) << "OPENBLAS_CORETYPE=" << forced << " did not pick those kernels";
+  if (forced != nullptr) {
+    EXPECT_EQ(core, forced) << "OPENBLAS_CORETYPE=" << forced << " did not pick those kernels";
+    EXPECT_EQ(blas.set_coretype, "");
+  } else if (CpuHasOpenBlasAvx512()) {
+    EXPECT_EQ(core, kOpenBlasCoreTypeChosen) << "this CPU has AVX-512";
+    EXPECT_EQ(blas.set_coretype, kOpenBlasCoreTypeChosen);
+    EXPECT_NE(description.find("chosen for this CPU's AVX-512"), std::string::npos)
+        << description;
+  } else {
+    EXPECT_EQ(blas.set_coretype, "") << "this CPU has no AVX-512";
+  }
 }
 
 // cpu_gemm_old_kernels_test forces OpenBLAS's SSE3 kernels (Prescott), as
@@ -220,7 +235,7 @@ TEST(CpuGemmTest, TheDefaultLibraryFollowsTheKernelsOpenBlasChose) {
   if (std::getenv("TANDEM_CPU_GEMM") != nullptr) GTEST_SKIP() << "TANDEM_CPU_GEMM is set";
   const GemmLibrary expected =
       OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas : GemmLibrary::kEigen;
-  EXPECT_EQ(GemmLibraryFromEnvironment(), expected) << openblas_get_corename();
+  EXPECT_EQ(GemmLibraryFromEnvironment(), expected) << LoadedOpenBlas().corename();
 }
 
 TEST(CpuThreadPoolTest, RunsEveryTaskOnceFromConcurrentCallers) {
