@@ -9,7 +9,9 @@ bin=$(realpath "$1")
 log=$(mktemp)
 fail() { echo "FAIL: $*"; cat "$log"; pkill -9 -f -- "$bin" 2>/dev/null; exit 1; }
 
-mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" --mode=mpi --epochs=200 \
+# Epochs enough to outlast the kill on any machine (a fast CPU trains 200 of
+# them in under a second); the kill ends the job long before.
+mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" --mode=mpi --epochs=100000 \
   --max_train=2000 --max_test=200 --hidden=32 --collective_timeout=20 >"$log" 2>&1 &
 mpirun_pid=$!
 # Wait for training to start (rank 0 prints the model line), at most 30 s.
