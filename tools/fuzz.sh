@@ -85,8 +85,8 @@ while read -r src; do
 done < <(sed -n 's|^//\([^:]*\):\(.*\.cc\)$|\1/\2|p' <<<"$labels" |
          grep -v -e '^core/cuda/' -e '^tests/fuzz/')
 # The libraries' link options (OpenBLAS is loaded at run time:
-# core/cpu/openblas.h).
-LIBS=(-ldl -lz -pthread)
+# core/cpu/openblas.h; oneDNN and its OpenMP runtime: third_party/BUILD :dnnl).
+LIBS=(-ldnnl -lgomp -ldl -lz -pthread)
 
 compile() {  # compile SOURCE EXTRA_FLAGS...
   local src="$1"; shift

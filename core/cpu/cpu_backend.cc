@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/cpu/cpu_allocator.h"
 #include "core/cpu/cpu_gemm.h"
+#include "core/cpu/cpu_gemm_bf16.h"
 #include "core/cpu/cpu_layer_norm.h"
 #include "core/cpu/cpu_math.h"
 #include "core/cpu/cpu_math_ops.h"
@@ -152,10 +153,12 @@ class CpuBackend : public Backend {
  public:
   Device device() const override { return Device::Cpu(); }
   Allocator& allocator() override { return allocator_; }
-  // E.g. "cpu (GEMM: OpenBLAS 0.3.21 (Zen kernels), 2 threads)".
+  // E.g. "cpu (GEMM: OpenBLAS 0.3.21 (Zen kernels); bfloat16 GEMM: float32
+  // GEMM on widened operands, 2 threads)".
   std::string Describe() const override {
     const int threads = CpuThreads();
-    return "cpu (GEMM: " + cpu::Describe(gemm_library_) + ", " + std::to_string(threads) +
+    return "cpu (GEMM: " + cpu::Describe(gemm_library_) +
+           "; bfloat16 GEMM: " + DescribeBf16Gemm() + ", " + std::to_string(threads) +
            (threads == 1 ? " thread)" : " threads)");
   }
 
@@ -201,9 +204,16 @@ class CpuBackend : public Backend {
       In from(intra(), c, m * n);
       std::copy(from.get(), from.get() + m * n, out.get());
     }
-    In A(intra(), a, m * k), B(intra(), b, k * n);
-    cpu::Gemm(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k, alpha, A.get(),
-              B.get(), beta, out.get());
+    if (a.dtype == DType::kBFloat16 && b.dtype == DType::kBFloat16 && bf16_gemm_fast_) {
+      // Note [bfloat16 GEMMs on the CPU] in cpu_gemm_bf16.h.
+      cpu::GemmBf16(pool_, intra().threads, trans_a, trans_b, m, n, k, alpha,
+                    static_cast<const uint16_t*>(a.data), static_cast<const uint16_t*>(b.data),
+                    beta, out.get());
+    } else {
+      In A(intra(), a, m * k), B(intra(), b, k * n);
+      cpu::Gemm(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k, alpha,
+                A.get(), B.get(), beta, out.get());
+    }
     if (spec.bias.data != nullptr) {
       In bias(intra(), spec.bias, n);
       math::BiasActivation(intra(), spec.activation, out.get(), bias.get(), nullptr, out.get(),
@@ -403,6 +413,7 @@ class CpuBackend : public Backend {
   CpuAllocator allocator_;
   CpuLane lane_;
   const GemmLibrary gemm_library_ = GemmLibraryFromEnvironment();
+  const bool bf16_gemm_fast_ = Bf16GemmFast();
   // Intra-op threads, shared by every thread calling the context.
   ThreadPool pool_;
 };

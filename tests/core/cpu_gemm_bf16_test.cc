@@ -1,0 +1,153 @@
+// Tests core/cpu/cpu_gemm_bf16.h: the CPU's bfloat16 GEMM through oneDNN
+// against a double-precision reference on the same bfloat16 values, over
+// shapes, transposes, alpha and beta; bitwise the same for any thread count
+// (Note [Blocked GEMM]); and which path the CPU takes (Note [bfloat16 GEMMs
+// on the CPU]). //tests/core:cpu_gemm_bf16_widen_test runs it with
+// DNNL_MAX_CPU_ISA=AVX512_CORE, which takes the widened path on any CPU, and
+// ops_bf16_widen_test runs the backend's bfloat16 ops so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu/cpu_gemm_bf16.h"
+#include "core/cpu/cpu_thread_pool.h"
+#include "core/dtype.h"
+
+namespace tandem {
+namespace cpu {
+namespace {
+
+struct Case {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+};
+
+std::vector<uint16_t> RandomBf16(int64_t size, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<uint16_t> v(static_cast<size_t>(size));
+  for (uint16_t& x : v) x = FloatToBFloat16Bits(dist(gen));
+  return v;
+}
+
+double At(const std::vector<uint16_t>& x, bool trans, int64_t rows, int64_t cols, int64_t r,
+          int64_t c) {
+  return BFloat16BitsToFloat(trans ? x[c * rows + r] : x[r * cols + c]);
+}
+
+struct Operands {
+  std::vector<uint16_t> a, b;
+  std::vector<float> c;
+  Operands(const Case& t, uint32_t seed)
+      : a(RandomBf16(t.m * t.k, seed)), b(RandomBf16(t.k * t.n, seed + 1)), c(t.m * t.n) {
+    std::mt19937 gen(seed + 2);
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    for (float& x : c) x = dist(gen);
+  }
+};
+
+std::vector<float> RunGemm(ThreadPool& pool, int threads, const Case& t, const Operands& in) {
+  std::vector<float> c = in.c;
+  // beta == 0: c may hold garbage, which must not reach the result.
+  if (t.beta == 0.f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+  GemmBf16(pool, threads, t.trans_a, t.trans_b, t.m, t.n, t.k, t.alpha, in.a.data(),
+           in.b.data(), t.beta, c.data());
+  return c;
+}
+
+// The products of bfloat16 values are exact in float32; what remains is
+// float32 accumulation.
+void ExpectNearReference(const Case& t, const Operands& in, const std::vector<float>& got) {
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        const double x = At(in.a, t.trans_a, t.m, t.k, i, p) * At(in.b, t.trans_b, t.k, t.n, p, j);
+        sum += x;
+        magnitude += std::fabs(x);
+      }
+      const double c = t.beta == 0.f ? 0.0 : double(t.beta) * in.c[i * t.n + j];
+      const double want = t.alpha * sum + c;
+      const double tol = 1e-5 * (std::fabs(t.alpha) * magnitude + std::fabs(c) + 1.0);
+      ASSERT_NEAR(got[i * t.n + j], want, tol)
+          << "element (" << i << ", " << j << ") of " << (t.trans_a ? "a^T" : "a") << " "
+          << (t.trans_b ? "b^T" : "b") << " m=" << t.m << " n=" << t.n << " k=" << t.k
+          << " alpha=" << t.alpha << " beta=" << t.beta;
+    }
+  }
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  const int64_t sizes[][3] = {{1, 1, 1},     {3, 5, 7},     {17, 33, 65}, {1, 300, 9},
+                              {31, 513, 130}, {513, 31, 130}, {40, 600, 0}, {128, 1024, 300}};
+  const float scalars[][2] = {{1.f, 0.f}, {0.5f, 1.f}, {-2.f, 0.25f}};
+  int i = 0;
+  for (const auto& s : sizes) {
+    for (int trans = 0; trans < 4; ++trans) {
+      const auto& ab = scalars[i++ % 3];
+      cases.push_back({(trans & 1) != 0, (trans & 2) != 0, s[0], s[1], s[2], ab[0], ab[1]});
+    }
+  }
+  return cases;
+}
+
+bool WidenedPathForced() { return std::getenv("DNNL_MAX_CPU_ISA") != nullptr; }
+
+const char* WhyNotFast() {
+  return WidenedPathForced()
+             ? "DNNL_MAX_CPU_ISA takes the widened path"
+             : "this CPU has no AVX-512 BF16: its bfloat16 GEMMs widen the operands";
+}
+
+TEST(CpuGemmBf16Test, MatchesReference) {
+  if (!Bf16GemmFast()) GTEST_SKIP() << WhyNotFast();
+  ThreadPool pool;
+  uint32_t seed = 7;
+  for (const Case& t : Cases()) {
+    const Operands in(t, seed += 3);
+    ExpectNearReference(t, in, RunGemm(pool, 2, t, in));
+  }
+}
+
+TEST(CpuGemmBf16Test, BitwiseTheSameForAnyThreadCount) {
+  if (!Bf16GemmFast()) GTEST_SKIP() << WhyNotFast();
+  ThreadPool pool;
+  for (const Case& t : {Case{false, true, 256, 1024, 784, 1.f, 0.f},
+                        Case{true, false, 1024, 784, 256, 1.f, 1.f},
+                        Case{false, false, 600, 40, 300, 0.5f, 0.f}}) {
+    const Operands in(t, 11);
+    const std::vector<float> one = RunGemm(pool, 1, t, in);
+    for (int threads : {2, 3, 8}) {
+      EXPECT_EQ(RunGemm(pool, threads, t, in), one) << threads << " threads, m=" << t.m;
+    }
+  }
+}
+
+// Which path: oneDNN's bfloat16 kernels where the CPU has them, unless
+// DNNL_MAX_CPU_ISA caps oneDNN below them.
+TEST(CpuGemmBf16Test, PathFollowsTheCpu) {
+  const std::string described = DescribeBf16Gemm();
+  std::cout << "bfloat16 GEMM: " << described << "\n";
+  if (WidenedPathForced()) {
+    EXPECT_FALSE(Bf16GemmFast()) << "DNNL_MAX_CPU_ISA=" << std::getenv("DNNL_MAX_CPU_ISA");
+  }
+#if defined(__x86_64__)
+  if (!WidenedPathForced()) {
+    EXPECT_EQ(Bf16GemmFast(), __builtin_cpu_supports("avx512bf16") != 0);
+  }
+#endif
+  EXPECT_NE(described.find(Bf16GemmFast() ? "oneDNN" : "widened"), std::string::npos)
+      << described;
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace tandem
