@@ -18,17 +18,7 @@ using Stride = Eigen::OuterStride<>;
 using ConstMatrixMap = Eigen::Map<const RowMajor, 0, Stride>;
 using MatrixMap = Eigen::Map<RowMajor, 0, Stride>;
 
-// One block: c = alpha op(a) op(b) + beta c with leading dimensions, k > 0.
-struct Block {
-  bool trans_a, trans_b;
-  int64_t m, n, k;
-  const float* a;
-  int64_t lda;
-  const float* b;
-  int64_t ldb;
-  float* c;
-  int64_t ldc;
-};
+using Block = GemmOperands<float>;
 
 void EigenBlock(const Block& g, float alpha, float beta) {
   MatrixMap C(g.c, g.m, g.n, Stride(g.ldc));
@@ -57,23 +47,8 @@ void OpenBlasBlock(const Block& g, float alpha, float beta) {
                          g.c, static_cast<blasint>(g.ldc));
 }
 
-// Block `index` of `plan` within the whole product `whole`.
-Block Slice(const Block& whole, const GemmPlan& plan, int64_t index) {
-  Block g = whole;
-  const int64_t begin = index * plan.width;
-  if (plan.by_columns) {
-    g.n = std::min(plan.width, whole.n - begin);
-    g.b += whole.trans_b ? begin * whole.ldb : begin;
-    g.c += begin;
-  } else {
-    g.m = std::min(plan.width, whole.m - begin);
-    g.a += whole.trans_a ? begin : begin * whole.lda;
-    g.c += begin * whole.ldc;
-  }
-  return g;
-}
+}  // namespace
 
-// The k == 0 product is zero: c = beta c, without reading c for beta 0.
 void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
   const int64_t size = m * n;
   if (beta == 0.f) {
@@ -82,8 +57,6 @@ void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
     for (int64_t i = 0; i < size; ++i) c[i] *= beta;
   }
 }
-
-}  // namespace
 
 bool OpenBlasKernelsFitThisCpu() {
   const OpenBlas& blas = LoadedOpenBlas();
@@ -164,24 +137,14 @@ void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool
           float beta, float* c) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return ScaleOnly(m, n, beta, c);
-  const Block whole{trans_a, trans_b, m, n, k,
-                    a,       /*lda=*/trans_a ? m : k,
-                    b,       /*ldb=*/trans_b ? k : n,
-                    c,       /*ldc=*/n};
-  const GemmPlan plan = PlanGemm(m, n, k);
-  auto run = [&](int64_t index) {
-    const Block g = plan.count == 1 ? whole : Slice(whole, plan, index);
-    if (library == GemmLibrary::kOpenBlas) {
-      OpenBlasBlock(g, alpha, beta);
-    } else {
-      EigenBlock(g, alpha, beta);
-    }
-  };
-  if (plan.count == 1 || threads <= 1) {
-    for (int64_t i = 0; i < plan.count; ++i) run(i);
-    return;
-  }
-  pool.ParallelFor(plan.count, threads, run);
+  RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
+                [&](const Block& g) {
+                  if (library == GemmLibrary::kOpenBlas) {
+                    OpenBlasBlock(g, alpha, beta);
+                  } else {
+                    EigenBlock(g, alpha, beta);
+                  }
+                });
 }
 
 }  // namespace cpu

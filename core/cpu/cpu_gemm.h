@@ -30,6 +30,7 @@
 #ifndef TANDEM_CORE_CPU_CPU_GEMM_H_
 #define TANDEM_CORE_CPU_CPU_GEMM_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -72,6 +73,63 @@ constexpr int64_t kMinBlockWidth = 256;
 constexpr double kMinBlockFlops = 8e6;
 constexpr int64_t kMaxBlocks = 8;
 GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k);
+
+// A GEMM's operands, row-major with leading dimensions: a [m, k] (or, with
+// trans_a, [k, m]), b [k, n] (or [n, k]), c [m, n]. T: the type of a and b.
+template <typename T>
+struct GemmOperands {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  const T* a;
+  int64_t lda;
+  const T* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+};
+
+template <typename T>
+GemmOperands<T> WholeGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                          const T* a, const T* b, float* c) {
+  return {trans_a, trans_b, m, n, k, a, trans_a ? m : k, b, trans_b ? k : n, c, n};
+}
+
+// The operands of block `index` of `plan` within `whole`.
+template <typename T>
+GemmOperands<T> SliceGemm(const GemmOperands<T>& whole, const GemmPlan& plan, int64_t index) {
+  GemmOperands<T> g = whole;
+  const int64_t begin = index * plan.width;
+  if (plan.by_columns) {
+    g.n = std::min(plan.width, whole.n - begin);
+    g.b += whole.trans_b ? begin * whole.ldb : begin;
+    g.c += begin;
+  } else {
+    g.m = std::min(plan.width, whole.m - begin);
+    g.a += whole.trans_a ? begin : begin * whole.lda;
+    g.c += begin * whole.ldc;
+  }
+  return g;
+}
+
+// Calls `block` (one library call) for each of PlanGemm's blocks of `whole`,
+// on up to `threads` threads of `pool` (Note [Blocked GEMM]). k > 0.
+template <typename T, typename Block>
+void RunGemmBlocks(ThreadPool& pool, int threads, const GemmOperands<T>& whole,
+                   const Block& block) {
+  const GemmPlan plan = PlanGemm(whole.m, whole.n, whole.k);
+  auto run = [&](int64_t index) {
+    block(plan.count == 1 ? whole : SliceGemm(whole, plan, index));
+  };
+  if (plan.count == 1 || threads <= 1) {
+    for (int64_t i = 0; i < plan.count; ++i) run(i);
+    return;
+  }
+  pool.ParallelFor(plan.count, threads, run);
+}
+
+// c [m, n] = beta c, what a product with k == 0 gives; c is not read when
+// beta is 0.
+void ScaleOnly(int64_t m, int64_t n, float beta, float* c);
 
 // c = alpha op(a) op(b) + beta c, c [m, n]; c is not read when beta is 0.
 // Stored shapes: a is [m, k] or, with trans_a, [k, m]; b is [k, n] or, with

@@ -2,7 +2,6 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "core/check.h"
@@ -14,17 +13,7 @@ namespace {
 
 using dnnl::memory;
 
-// One block of the product, with leading dimensions.
-struct Block {
-  bool trans_a, trans_b;
-  int64_t m, n, k;
-  const uint16_t* a;
-  int64_t lda;
-  const uint16_t* b;
-  int64_t ldb;
-  float* c;
-  int64_t ldc;
-};
+using Block = GemmOperands<uint16_t>;
 
 dnnl::engine& Engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -73,21 +62,6 @@ void RunBlock(const Block& g, float alpha, float beta) {
   stream.wait();
 }
 
-Block Slice(const Block& whole, const GemmPlan& plan, int64_t index) {
-  Block g = whole;
-  const int64_t begin = index * plan.width;
-  if (plan.by_columns) {
-    g.n = std::min(plan.width, whole.n - begin);
-    g.b += whole.trans_b ? begin * whole.ldb : begin;
-    g.c += begin;
-  } else {
-    g.m = std::min(plan.width, whole.m - begin);
-    g.a += whole.trans_a ? begin : begin * whole.lda;
-    g.c += begin * whole.ldc;
-  }
-  return g;
-}
-
 }  // namespace
 
 bool Bf16GemmFast() {
@@ -111,23 +85,9 @@ void GemmBf16(ThreadPool& pool, int threads, bool trans_a, bool trans_b, int64_t
               float* c) {
   TANDEM_CHECK(Bf16GemmFast()) << "GemmBf16 needs a CPU with bfloat16 dot products";
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {  // the product is zero: c = beta c
-    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.f ? 0.f : beta * c[i];
-    return;
-  }
-  const Block whole{trans_a, trans_b, m, n, k,
-                    a,       /*lda=*/trans_a ? m : k,
-                    b,       /*ldb=*/trans_b ? k : n,
-                    c,       /*ldc=*/n};
-  const GemmPlan plan = PlanGemm(m, n, k);
-  auto run = [&](int64_t index) {
-    RunBlock(plan.count == 1 ? whole : Slice(whole, plan, index), alpha, beta);
-  };
-  if (plan.count == 1 || threads <= 1) {
-    for (int64_t i = 0; i < plan.count; ++i) run(i);
-    return;
-  }
-  pool.ParallelFor(plan.count, threads, run);
+  if (k <= 0) return ScaleOnly(m, n, beta, c);
+  RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
+                [&](const Block& g) { RunBlock(g, alpha, beta); });
 }
 
 }  // namespace cpu
