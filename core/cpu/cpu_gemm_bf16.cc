@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "core/check.h"
@@ -45,6 +46,18 @@ dnnl::primitive_attr Scaling(float alpha, float beta) {
   return attr;
 }
 
+// The matmul for these layouts; oneDNN's primitive cache makes repeated
+// creations for a shape cheap. Creations take a lock of ours: the cache
+// synchronises its threads in ways ThreadSanitizer cannot see (oneDNN is
+// not instrumented), and with the lock every creation, and every execution
+// of what it made, follows the creations before it in an order it can see.
+dnnl::matmul MakeMatmul(const Layouts& l, const dnnl::primitive_attr& attr) {
+  static std::mutex creating;
+  std::lock_guard<std::mutex> hold(creating);
+  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(l.a, l.b, l.c), attr,
+                                                   Engine()));
+}
+
 void RunBlock(const Block& g, float alpha, float beta) {
   // oneDNN's OpenMP threads: one on this thread (the intra-op threads are
   // ours), set once per thread.
@@ -52,9 +65,7 @@ void RunBlock(const Block& g, float alpha, float beta) {
   (void)single;
   thread_local dnnl::stream stream(Engine());
   const Layouts l = LayoutsOf(g);
-  // oneDNN's primitive cache makes repeated creations for a shape cheap.
-  const dnnl::matmul matmul(dnnl::matmul::primitive_desc(
-      dnnl::matmul::desc(l.a, l.b, l.c), Scaling(alpha, beta), Engine()));
+  const dnnl::matmul matmul = MakeMatmul(l, Scaling(alpha, beta));
   memory a(l.a, Engine(), const_cast<uint16_t*>(g.a));
   memory b(l.b, Engine(), const_cast<uint16_t*>(g.b));
   memory c(l.c, Engine(), g.c);
