@@ -105,6 +105,7 @@ std::string Describe(GemmLibrary library) {
     }
     return eigen;
   }
+  if (!blas.loaded()) return "OpenBLAS, not loaded: " + blas.error;
   std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
   version.erase(0, version.find_first_not_of(' '));
   version.erase(version.find_last_not_of(' ') + 1);
@@ -137,6 +138,9 @@ void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool
           float beta, float* c) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return ScaleOnly(m, n, beta, c);
+  TANDEM_CHECK(library != GemmLibrary::kOpenBlas || LoadedOpenBlas().loaded())
+      << "GEMM on OpenBLAS: " << LoadedOpenBlas().error
+      << "; install libopenblas-pthread-dev or set TANDEM_CPU_GEMM=eigen";
   RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
                 [&](const Block& g) {
                   if (library == GemmLibrary::kOpenBlas) {

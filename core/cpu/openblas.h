@@ -10,11 +10,10 @@
 // unless the user picked others with OPENBLAS_CORETYPE.
 // Mechanism: OpenBLAS picks its kernels once, while it loads, from the
 // CPU's identity, or from OPENBLAS_CORETYPE when set. Debian 12's 0.3.21
-// does not know CPUs newer than itself and falls back to older kernels:
-// AVX2 ones (Haswell) on an AMD Zen 5, SSE3 ones (Prescott) on a recent
-// Xeon. So LoadedOpenBlas() loads the library itself, on first use, and where
-// OPENBLAS_CORETYPE is unset and the CPU has the AVX-512 subsets those
-// kernels use (F, CD, BW, DQ, VL), sets OPENBLAS_CORETYPE=SkylakeX for the
+// does not know CPUs newer than itself and falls back to older kernels
+// (SSE3 ones, Prescott, on a recent Xeon). So LoadedOpenBlas() loads the
+// library itself, on first use, and where OPENBLAS_CORETYPE is unset and
+// the CPU has the AVX-512 subsets those kernels use (F, CD, BW, DQ, VL), sets OPENBLAS_CORETYPE=SkylakeX for the
 // load and removes it again (kOpenBlasCoreTypeChosen). The first use is
 // the CPU backend's construction (GemmLibraryFromEnvironment), before its
 // threads exist: setenv is not safe beside other threads' getenv.
