@@ -15,8 +15,9 @@
 // library itself, on first use, and where OPENBLAS_CORETYPE is unset and
 // the CPU has the AVX-512 subsets those kernels use (F, CD, BW, DQ, VL),
 // sets OPENBLAS_CORETYPE=SkylakeX for the load and removes it again
-// (kOpenBlasCoreTypeChosen). The first use is the CPU backend's construction (GemmLibraryFromEnvironment), before its
-// threads exist: setenv is not safe beside other threads' getenv.
+// (kOpenBlasCoreTypeChosen). The first use is the CPU backend's
+// construction (GemmLibraryFromEnvironment), before its threads exist:
+// setenv is not safe beside other threads' getenv.
 // No Tandem target links OpenBLAS (third_party/BUILD's openblas is headers
 // only): a linked copy would have picked its kernels before main, and
 // dlopen would return that copy.
