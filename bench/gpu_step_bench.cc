@@ -18,8 +18,11 @@
 // (bfloat16 activations and GEMMs, float32 masters and gradients; the input
 // batches stay float32 and the first layer casts them, as autocast does).
 // The 8192^3 GEMM rate of each precision is measured in the same process
-// (--no_gemm skips it), and each row gives its step's share of its
-// precision's rate (pct_gemm) and the peak of the allocator's bytes in use
+// (--no_gemm skips it), at once (a burst of about 100 ms); the run's own
+// precision's again after --gemm_sustain_ms of the same GEMM back to back (sustained: under load the
+// H200 runs at its power limit and lowers its clock, as it does during the
+// timed steps). Each row gives its step's share of its precision's rate
+// (pct_gemm, and pct_gemm_sustained) and the peak of the allocator's bytes in use
 // for that configuration (peak_mb). --grads picks how the step
 // handles gradients: fused_sgd (the default; Sgd::in_backward, plain SGD
 // applied by each layer's weight-gradient GEMM), overwrite (Backward
@@ -105,6 +108,9 @@ struct Options {
   // fp32, tf32 or bf16 (layers/precision.h); --tf32 means tf32.
   Precision precision = Precision::kFp32;
   int64_t sgemm_size = 8192;
+  // After the burst rate, each precision's square GEMM rate again once the
+  // GPU has run it back to back this long (0: not measured).
+  double sustain_ms = 3000;
   float lr = 1e-3f;
   uint64_t seed = 42;
   // How Backward writes gradients (BackwardArgs): accumulate (ZeroGrad, then
@@ -400,6 +406,24 @@ double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng) {
   return TimeSteps(iters, o.repeats, k, gemm).gpu_ms;
 }
 
+// Median time of one ops::Gemm of `shape` on the main lane, in runs of about
+// 200 ms each, after o.sustain_ms of the same GEMMs back to back: the rate
+// the GPU keeps up under load, as during the timed steps.
+double TimeGemmSustainedMs(const GemmShape& s, const Options& o, Rng& rng) {
+  const DType in = s.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
+  Tensor a = InDType(RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng), in);
+  Tensor b = InDType(RandomTensor(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng), in);
+  Tensor c = InDType(RandomTensor({s.m, s.n}, rng), s.out_f32 ? DType::kFloat32 : in);
+  ops::GemmOptions options;
+  options.tf32 = s.precision == Precision::kTf32;
+  auto gemm = [&](int) { ops::Gemm(a, s.trans_a, b, s.trans_b, c, options); };
+  int k = 0;
+  const double one_ms = std::max(TimeSteps(3, 1, k, gemm).gpu_ms, 1e-3);
+  TimeSteps(static_cast<int>(std::ceil(o.sustain_ms / one_ms)), 1, k, gemm);
+  const int iters = static_cast<int>(std::clamp(200.0 / one_ms, 3.0, 20000.0));
+  return TimeSteps(iters, o.repeats, k, gemm).gpu_ms;
+}
+
 double Tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
 
 // The memory ceiling: a device-to-device copy of `bytes`, counting bytes
@@ -544,18 +568,83 @@ bench::Row CheckGraph(const ModelSpec& spec, int64_t batch, const Batches& data,
   return row;
 }
 
-// Prints the model's rows (the eager and graph ones kept for the table);
-// a failed graph check clears checks_ok.
 // The 8192^3 GEMM rates of this run, per precision (0: not measured).
 struct GemmRates {
   double fp32 = 0, tf32 = 0, bf16 = 0;
   double For(Precision p) const {
     return p == Precision::kBf16 ? bf16 : p == Precision::kTf32 ? tf32 : fp32;
   }
+  void Set(Precision p, double tflops) {
+    (p == Precision::kBf16 ? bf16 : p == Precision::kTf32 ? tf32 : fp32) = tflops;
+  }
 };
 
+// The square GEMM rate of the run's precision after o.sustain_ms of load
+// (TimeGemmSustainedMs), as a "gemm" row named "..._sustained".
+void MeasureSustainedRate(const Options& o, bench::ResultPrinter& results, GemmRates& rates) {
+  Rng rng(o.seed + 11);
+  const int64_t s = o.sgemm_size;
+  const Precision p = o.precision;
+  const double ms = TimeGemmSustainedMs({s, s, s, false, false, 0.f, p, false}, o, rng);
+  const double tflops = Tflops(2.0 * s * s * s, ms);
+  rates.Set(p, tflops);
+  bench::Row row("gemm");
+  row.Add("bench", "gpu_step")
+      .Add("name", std::string(PrecisionName(p)) + "_gemm_" + std::to_string(s) + "_sustained")
+      .Add("m", s).Add("n", s).Add("k", s).Add("precision", PrecisionName(p))
+      .Add("sustain_ms", o.sustain_ms, 0).Add("ms", ms, 4).Add("tflops", tflops, 2);
+  results.Print(row);
+}
+
+// The square GEMM rate of every precision (at once; the run's own precision
+// also sustained) and the device-to-device copy bandwidth, printed as
+// "gemm" and "copy" rows.
+void MeasureReferences(const Options& o, GemmTimer& timer, bench::ResultPrinter& results,
+                       GemmRates& rates, GemmRates& sustained, double& copy_gbps) {
+  const int64_t s = o.sgemm_size;
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
+    const double ms = timer.Ms({s, s, s, false, false, 0.f, p, false});
+    const double tflops = Tflops(2.0 * s * s * s, ms);
+    rates.Set(p, tflops);
+    bench::Row row("gemm");
+    // "sgemm_8192" as before for float32, "tf32_gemm_8192", "bf16_gemm_8192".
+    const std::string name = p == Precision::kFp32 ? std::string("sgemm_")
+                                                    : std::string(PrecisionName(p)) + "_gemm_";
+    row.Add("bench", "gpu_step").Add("name", name + std::to_string(s))
+        .Add("m", s).Add("n", s).Add("k", s).Add("precision", PrecisionName(p))
+        .Add("ms", ms, 4).Add("tflops", tflops, 2);
+    results.Print(row);
+  }
+  if (o.sustain_ms > 0) MeasureSustainedRate(o, results, sustained);
+  const int64_t copy_bytes = int64_t{1} << 30;
+  copy_gbps = CopyGBps(copy_bytes, o);
+  bench::Row copy("copy");
+  copy.Add("bench", "gpu_step").Add("name", "d2d_1GiB").Add("bytes", copy_bytes)
+      .Add("GBps_read_plus_write", copy_gbps, 0);
+  results.Print(copy);
+}
+
+// A step's share of each reference rate measured: pct_sgemm (float32),
+// pct_gemm (its precision's), pct_gemm_sustained.
+void AddRateShares(bench::Row& row, double step_tflops, Precision precision,
+                   const GemmRates& rates, const GemmRates& sustained) {
+  if (rates.fp32 > 0) {
+    row.Add("sgemm_tflops", rates.fp32, 2).Add("pct_sgemm", 100.0 * step_tflops / rates.fp32, 1);
+  }
+  const double ref = rates.For(precision);
+  if (ref > 0) row.Add("gemm_tflops", ref, 2).Add("pct_gemm", 100.0 * step_tflops / ref, 1);
+  const double kept = sustained.For(precision);
+  if (kept > 0) {
+    row.Add("gemm_sustained_tflops", kept, 2)
+        .Add("pct_gemm_sustained", 100.0 * step_tflops / kept, 1);
+  }
+}
+
+// Prints the model's rows (the eager and graph ones kept for the table);
+// a failed graph check clears checks_ok.
 void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const GemmRates& rates,
-              GemmTimer& timer, bench::ResultPrinter& results, bool& checks_ok) {
+              const GemmRates& sustained, GemmTimer& timer, bench::ResultPrinter& results,
+              bool& checks_ok) {
   // The peak of this configuration's tensors: its data, model and steps.
   GetBackend(kDevice).allocator().ResetPeak();
   const Batches data = MakeBatches(spec, batch, o.sets, o.seed);
@@ -589,14 +678,7 @@ void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const Gemm
         .Add("step_ms", t.gpu_ms, 4)
         .Add("samples_per_s", batch / (t.gpu_ms * 1e-3), 0)
         .Add("tflops", Tflops(flops, t.gpu_ms), 2);
-    if (rates.fp32 > 0) {
-      row.Add("sgemm_tflops", rates.fp32, 2)
-          .Add("pct_sgemm", 100.0 * Tflops(flops, t.gpu_ms) / rates.fp32, 1);
-    }
-    const double ref = rates.For(o.precision);
-    if (ref > 0) {
-      row.Add("gemm_tflops", ref, 2).Add("pct_gemm", 100.0 * Tflops(flops, t.gpu_ms) / ref, 1);
-    }
+    AddRateShares(row, Tflops(flops, t.gpu_ms), o.precision, rates, sustained);
     const double peak = static_cast<double>(
         GetBackend(kDevice).allocator().stats().peak_bytes_in_use);
     row.Add("peak_mb", peak / (1 << 20), 1);
@@ -666,6 +748,9 @@ int main(int argc, char** argv) {
   app.add_flag("--tf32", tf32, "the same as --precision=tf32");
   app.add_flag("!--no_gemm", o.gemm, "skip the GEMM-alone measurements");
   app.add_option("--sgemm_size", o.sgemm_size, "size of the square reference SGEMM");
+  app.add_option("--gemm_sustain_ms", o.sustain_ms,
+                 "also measure the square GEMM rate of --precision after this many ms of it "
+                 "back to back (0: not)");
   app.add_option("--lr", o.lr, "SGD learning rate");
   app.add_option("--grads", o.grads,
                  "accumulate (ZeroGrad + Step), overwrite (no ZeroGrad) or fused_sgd "
@@ -697,38 +782,16 @@ int main(int argc, char** argv) {
 
     bench::ResultPrinter results;
     GemmTimer timer(o);
-    GemmRates rates;
+    GemmRates rates, sustained;
     double copy_gbps = 0;
-    if (o.gemm) {
-      const int64_t s = o.sgemm_size;
-      for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
-        const double ms = timer.Ms({s, s, s, false, false, 0.f, p, false});
-        const double tflops = Tflops(2.0 * s * s * s, ms);
-        (p == Precision::kFp32 ? rates.fp32 : p == Precision::kTf32 ? rates.tf32 : rates.bf16) =
-            tflops;
-        bench::Row row("gemm");
-        // "sgemm_8192" as before for float32, "tf32_gemm_8192", "bf16_gemm_8192".
-        const std::string name = p == Precision::kFp32 ? std::string("sgemm_")
-                                                        : std::string(PrecisionName(p)) + "_gemm_";
-        row.Add("bench", "gpu_step").Add("name", name + std::to_string(s))
-            .Add("m", s).Add("n", s).Add("k", s).Add("precision", PrecisionName(p))
-            .Add("ms", ms, 4).Add("tflops", tflops, 2);
-        results.Print(row);
-      }
-      const int64_t copy_bytes = int64_t{1} << 30;
-      copy_gbps = CopyGBps(copy_bytes, o);
-      bench::Row copy("copy");
-      copy.Add("bench", "gpu_step").Add("name", "d2d_1GiB").Add("bytes", copy_bytes)
-          .Add("GBps_read_plus_write", copy_gbps, 0);
-      results.Print(copy);
-    }
+    if (o.gemm) MeasureReferences(o, timer, results, rates, sustained, copy_gbps);
 
     bool checks_ok = true;
     for (const ModelSpec& spec : specs) {
       const std::vector<int64_t> list =
           batches.empty() ? spec.default_batches : bench::ParseIntList(batches, "--batch");
       for (int64_t batch : list) {
-        RunModel(spec, batch, o, rates, timer, results, checks_ok);
+        RunModel(spec, batch, o, rates, sustained, timer, results, checks_ok);
       }
     }
     results.PrintTable({"model", "batch", "precision", "mode", "step_ms", "samples_per_s",
@@ -739,6 +802,11 @@ int main(int argc, char** argv) {
                 << ", tf32 " << bench::Fixed(rates.tf32, 2) << ", bf16 "
                 << bench::Fixed(rates.bf16, 2) << "; device-to-device copy "
                 << bench::Fixed(copy_gbps, 0) << " GB/s (read + write)\n";
+      if (o.sustain_ms > 0) {
+        std::cout << "gemm " << o.sgemm_size << "^3 TFLOP/s in " << PrecisionName(o.precision)
+                  << " after " << bench::Fixed(o.sustain_ms, 0) << " ms of load: "
+                  << bench::Fixed(sustained.For(o.precision), 2) << "\n";
+      }
     }
     if (!checks_ok) {
       std::cerr << "error: a graph-vs-eager check failed (see the check lines)" << std::endl;

@@ -7,8 +7,11 @@ Reads the "result" and "gemm" key=value lines that bench/gpu_step_bench and
 bench/torch_reference.py print (any number of logs of either) and prints,
 per model, batch and precision: both step times, Tandem's speed-up over
 PyTorch in the same precision, each one's share of the GEMM rate of its
-precision measured in its own process, and both peak memories; then the
-goals below, each PASS or FAIL. A missing configuration is an error (exit 2).
+precision measured in its own process (at once, and "sustained": after
+seconds of load, where the GPU holds its power limit with a lower clock),
+and both peak memories; then the goals below, each PASS or FAIL, judged
+against the rates measured at once, and the same shares of the sustained
+rates beside them. A missing configuration is an error (exit 2).
 
 Goals (one H200):
   bf16 large/4096: >= 80% of the bf16 GEMM rate, and >= 1.15x PyTorch autocast
@@ -70,13 +73,15 @@ def main(paths):
         print("precision_summary: missing results: " + ", ".join(missing))
         return 2
     print("| model | batch | precision | Tandem ms | PyTorch ms | x PyTorch | Tandem % GEMM "
-          "| PyTorch % GEMM | Tandem MB | PyTorch MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| PyTorch % GEMM | Tandem % sustained | PyTorch % sustained | Tandem MB "
+          "| PyTorch MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m, b, p in CONFIGS:
         t, r = results[("tandem", m, b, p)], results[("torch", m, b, p)]
         ratio = float(r["step_ms"]) / float(t["step_ms"])
         print(f"| {m} | {b} | {p} | {float(t['step_ms']):.3f} | {float(r['step_ms']):.3f} "
               f"| {ratio:.2f}x | {t.get('pct_gemm', '-')} | {r.get('pct_gemm', '-')} "
+              f"| {t.get('pct_gemm_sustained', '-')} | {r.get('pct_gemm_sustained', '-')} "
               f"| {t['peak_mb']} | {r['peak_mb']} |")
     print()
     failed = 0
@@ -85,6 +90,11 @@ def main(paths):
         failed += not ok
         shown = f"{value:.1f}%" if unit == "%" else f"{value:.2f}x"
         print(f"goal {text}: {shown} {'PASS' if ok else 'FAIL'}")
+    for p in ("bf16", "tf32"):
+        t = results[("tandem", "large", 4096, p)]
+        if "pct_gemm_sustained" in t:
+            print(f"beside: {p} large/4096 is {t['pct_gemm_sustained']}% of the sustained "
+                  f"{p} GEMM rate ({t['gemm_sustained_tflops']} TFLOP/s)")
     print(f"precision_summary: {len(CONFIGS)} configurations, "
           f"{'every goal met' if not failed else f'{failed} goal(s) missed'}")
     return 0

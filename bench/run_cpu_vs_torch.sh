@@ -4,7 +4,8 @@
 # the same model), on the same cores: for each core count N, both pinned with
 # taskset to cores 0..N-1. Tandem runs as 1 worker x 1 thread (on one core),
 # 1 worker x N threads and N workers x 1 thread (threads mode); PyTorch with 1
-# thread (on one core) and N threads. Prints dp_cpu_bench's and the script's
+# thread (on one core) and N threads; from 4 cores on, Tandem also as 2
+# workers x N/2 threads. Prints dp_cpu_bench's and the script's
 # `result` lines (step_ms: the median run; step_ms_min: the fastest).
 #   bash bench/run_cpu_vs_torch.sh DP_CPU_BENCH_BINARY [CORES...]   # default: 2
 set -u
@@ -31,4 +32,7 @@ for n in "${cores[@]}"; do
   taskset -c 0 "$bin" "${flags[@]}" --workers=1 --cpu_threads=1 | grep '^result'
   "${pin[@]}" "$bin" "${flags[@]}" --workers=1 --cpu_threads="$n" | grep '^result'
   "${pin[@]}" "$bin" "${flags[@]}" --workers="$n" --cpu_threads=1 | grep '^result'
+  if [ "$n" -ge 4 ]; then
+    "${pin[@]}" "$bin" "${flags[@]}" --workers=2 --cpu_threads=$((n / 2)) | grep '^result'
+  fi
 done

@@ -24,7 +24,8 @@ optimizer). A step is what a PyTorch training loop does by default:
 Timing: --warmup steps, then --repeats runs of --steps steps between two
 torch.cuda.Event records; step_ms is the median run's time per step. Also
 times torch.mm at 8192^3 in fp32, TF32 and bf16 (the GEMM rates in this
-process), and reports each configuration's peak memory
+process; --precision's again after --gemm_sustain_ms of it back to back, as
+gpu_step_bench does), and reports each configuration's peak memory
 (torch.cuda.max_memory_allocated after reset_peak_memory_stats). Prints
 "gemm" and "result" key=value lines like gpu_step_bench, then a table.
 """
@@ -94,8 +95,9 @@ def set_tf32(on):
     torch.set_float32_matmul_precision("high" if on else "highest")
 
 
-def gemm_tflops(size, device, repeats, precision):
-    """The torch.mm rate at size^3 in fp32, tf32 or bf16 (bf16 in and out)."""
+def gemm_tflops(size, device, repeats, precision, sustain_ms=0.0):
+    """The torch.mm rate at size^3 in fp32, tf32 or bf16 (bf16 in and out):
+    at once, or in runs of about 200 ms after sustain_ms of it back to back."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     set_tf32(precision == "tf32")
     a = torch.randn(size, size, device=device).to(dtype)
@@ -104,12 +106,16 @@ def gemm_tflops(size, device, repeats, precision):
     counter = [0]
     fn = lambda _: torch.mm(a, b, out=c)
     probe, _ = time_runs(fn, 3, 1, counter)
-    iters = int(min(max(20.0 / max(probe, 1e-3), 3), 2000))
+    if sustain_ms > 0:
+        time_runs(fn, int(sustain_ms / max(probe, 1e-3)) + 1, 1, counter)
+        iters = int(min(max(200.0 / max(probe, 1e-3), 3), 20000))
+    else:
+        iters = int(min(max(20.0 / max(probe, 1e-3), 3), 2000))
     ms, _ = time_runs(fn, iters, repeats, counter)
     return ms, 2.0 * size ** 3 / (ms * 1e-3) / 1e12
 
 
-def run_model(name, batch, args, device, rates):
+def run_model(name, batch, args, device, rates, sustained):
     sizes, one_hot, _ = MODELS[name]
     torch.manual_seed(args.seed)
     set_tf32(args.precision == "tf32")
@@ -156,6 +162,9 @@ def run_model(name, batch, args, device, rates):
     if rates.get(args.precision):
         row["gemm_tflops"] = f"{rates[args.precision]:.2f}"
         row["pct_gemm"] = f"{100.0 * tflops / rates[args.precision]:.1f}"
+    if sustained:
+        row["gemm_sustained_tflops"] = f"{sustained:.2f}"
+        row["pct_gemm_sustained"] = f"{100.0 * tflops / sustained:.1f}"
     row["peak_mb"] = f"{torch.cuda.max_memory_allocated(device) / 2**20:.1f}"
     row["host_ms"] = f"{host_ms:.4f}"
     row["loss"] = f"{loss:.5f}"
@@ -180,6 +189,9 @@ def main():
     parser.add_argument("--tf32", action="store_true", help="the same as --precision=tf32")
     parser.add_argument("--sgemm_size", type=int, default=8192)
     parser.add_argument("--no_gemm", action="store_true")
+    parser.add_argument("--gemm_sustain_ms", type=float, default=3000.0,
+                        help="also time --precision's GEMM after this many ms of it back "
+                             "to back (0: not)")
     args = parser.parse_args()
 
     if not torch.cuda.is_available():
@@ -200,6 +212,13 @@ def main():
             print(f"gemm bench=gpu_step impl=torch name={name}_{s} m={s} n={s} "
                   f"k={s} precision={precision} ms={ms:.4f} tflops={rates[precision]:.2f}",
                   flush=True)
+    sustained = 0.0
+    if not args.no_gemm and args.gemm_sustain_ms > 0:
+        s, p = args.sgemm_size, args.precision
+        ms, sustained = gemm_tflops(s, device, args.repeats, p, args.gemm_sustain_ms)
+        print(f"gemm bench=gpu_step impl=torch name={p}_gemm_{s}_sustained m={s} n={s} "
+              f"k={s} precision={p} sustain_ms={args.gemm_sustain_ms:.0f} ms={ms:.4f} "
+              f"tflops={sustained:.2f}", flush=True)
 
     rows = []
     names = ["large", "small"] if args.model == "all" else [args.model]
@@ -207,7 +226,7 @@ def main():
         batches = ([int(b) for b in args.batch.split(",") if b]
                    if args.batch else MODELS[name][2])
         for batch in batches:
-            rows.append(run_model(name, batch, args, device, rates))
+            rows.append(run_model(name, batch, args, device, rates, sustained))
             torch.cuda.empty_cache()
 
     cols = ["model", "batch", "precision", "mode", "step_ms", "samples_per_s", "tflops",
