@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/cpu/onednn_matmul.h"
 #include "core/cpu/openblas.h"
 
 namespace tandem {
@@ -47,6 +48,12 @@ void OpenBlasBlock(const Block& g, float alpha, float beta) {
                          g.c, static_cast<blasint>(g.ldc));
 }
 
+void OneDnnBlock(const Block& g, float alpha, float beta) {
+  OneDnnMatmul({OneDnnType::kFloat32, g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.b,
+                g.ldb, g.c, g.ldc},
+               alpha, beta);
+}
+
 }  // namespace
 
 void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
@@ -78,7 +85,14 @@ bool OpenBlasKernelsFitThisCpu() {
 GemmLibrary GemmLibraryFromEnvironment() {
   const char* text = std::getenv("TANDEM_CPU_GEMM");
   if (text == nullptr || *text == '\0') {
+    if (OneDnnHasAvx512()) return GemmLibrary::kOneDnn;
     return OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas : GemmLibrary::kEigen;
+  }
+  if (std::strcmp(text, "onednn") == 0) {
+    TANDEM_CHECK(OneDnnHasAvx512())
+        << "TANDEM_CPU_GEMM=onednn: oneDNN's float32 GEMMs are used on CPUs with AVX-512 "
+           "only, and it has none here (or DNNL_MAX_CPU_ISA caps it below AVX512_CORE)";
+    return GemmLibrary::kOneDnn;
   }
   if (std::strcmp(text, "openblas") == 0) {
     const OpenBlas& blas = LoadedOpenBlas();
@@ -87,11 +101,12 @@ GemmLibrary GemmLibraryFromEnvironment() {
   }
   TANDEM_CHECK(std::strcmp(text, "eigen") == 0)
       << "TANDEM_CPU_GEMM=" << text
-      << " is not a GEMM library: set openblas (the default) or eigen";
+      << " is not a GEMM library: set onednn, openblas or eigen";
   return GemmLibrary::kEigen;
 }
 
 std::string Describe(GemmLibrary library) {
+  if (library == GemmLibrary::kOneDnn) return OneDnnVersion() + " (AVX-512)";
   const OpenBlas& blas = LoadedOpenBlas();
   if (library == GemmLibrary::kEigen) {
     std::string eigen = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
@@ -143,7 +158,9 @@ void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool
       << "; install libopenblas-pthread-dev or set TANDEM_CPU_GEMM=eigen";
   RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
                 [&](const Block& g) {
-                  if (library == GemmLibrary::kOpenBlas) {
+                  if (library == GemmLibrary::kOneDnn) {
+                    OneDnnBlock(g, alpha, beta);
+                  } else if (library == GemmLibrary::kOpenBlas) {
                     OpenBlasBlock(g, alpha, beta);
                   } else {
                     EigenBlock(g, alpha, beta);

@@ -1,18 +1,31 @@
 // The CPU backend's float32 GEMM: c = alpha op(a) op(b) + beta c on
-// row-major matrices, computed by a BLAS library in column or row blocks
-// spread over the CPU context's thread pool.
+// row-major matrices, computed by a library in column or row blocks spread
+// over the CPU context's thread pool.
 //
 //   cpu::GemmPlan plan = cpu::PlanGemm(m, n, k);      // blocks from the shape
-//   cpu::Gemm(cpu::GemmLibrary::kOpenBlas, pool, threads, false, true, m, n, k,
+//   cpu::Gemm(cpu::GemmLibrary::kOneDnn, pool, threads, false, true, m, n, k,
 //             1.f, a, b, 0.f, c);                      // c = a b^T
 //
-// Libraries: OpenBLAS by default, or Eigen (compiled for AVX2) with
-// TANDEM_CPU_GEMM=eigen. OpenBLAS is Debian's build for all x86-64 CPUs,
-// loaded at run time (core/cpu/openblas.h): its AVX-512 kernels on a CPU
-// with AVX-512, else those it picks for the CPU; OPENBLAS_CORETYPE=Haswell
-// forces the AVX2 ones. It runs one thread per call for the whole process
-// (openblas_set_num_threads(1)): the threads are ours, and single-threaded
-// calls from several threads at once are safe in its threaded build.
+// Libraries (Note [Which float32 GEMM library]): oneDNN on CPUs with
+// AVX-512, else OpenBLAS, else Eigen (compiled for AVX2); TANDEM_CPU_GEMM
+// names one. OpenBLAS is Debian's build for all x86-64 CPUs, loaded at run
+// time (core/cpu/openblas.h): its AVX-512 kernels on a CPU with AVX-512,
+// else those it picks for the CPU; OPENBLAS_CORETYPE=Haswell forces the
+// AVX2 ones. Both run one thread per call (oneDNN's OpenMP threads and
+// OpenBLAS's are set to one): the threads are ours, and single-threaded
+// calls from several threads at once are safe in both.
+//
+// Note [Which float32 GEMM library]
+// Rule: the fastest library measured on this kind of CPU. Measured (the
+// training step of dp_cpu_bench, docs/benchmarks.md): on CPUs with AVX-512
+// (an AMD Zen 5, an Intel Xeon with AMX) oneDNN's matmul is as fast as
+// OpenBLAS's AVX-512 kernels on one thread and 10-16% faster on two to eight
+// threads, where concurrent OpenBLAS calls slow each other down, and far
+// faster on the narrow products of a 10-class output layer. Without AVX-512
+// oneDNN's float32 matmul was not measured, so OpenBLAS stays there.
+// Mechanism: GemmLibraryFromEnvironment() asks oneDNN for its instruction
+// set (DNNL_MAX_CPU_ISA=AVX2 caps it, which is how a test takes the AVX2
+// path on an AVX-512 machine).
 //
 // Note [Blocked GEMM]
 // Rule: a GEMM's result is bitwise the same for any intra-op thread count.
@@ -24,9 +37,10 @@
 // columns (n >= m) or whole rows (m > n): the library's packing of the
 // shared operand is repeated per block, so blocks are at least
 // kMinBlockWidth wide and kMinBlockFlops large.
-// Across machines the bits follow the kernels OpenBLAS picks for the CPU
-// (AVX2 or AVX-512 ones sum in different orders); OPENBLAS_CORETYPE=Haswell
-// on every machine picks the same AVX2 kernels everywhere.
+// Across machines the bits follow the library and the kernels it picks for
+// the CPU (AVX2 or AVX-512 ones sum in different orders);
+// TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell picks the same
+// AVX2 kernels everywhere.
 #ifndef TANDEM_CORE_CPU_CPU_GEMM_H_
 #define TANDEM_CORE_CPU_CPU_GEMM_H_
 
@@ -39,11 +53,13 @@
 namespace tandem {
 namespace cpu {
 
-enum class GemmLibrary { kOpenBlas, kEigen };
+enum class GemmLibrary { kOneDnn, kOpenBlas, kEigen };
 
-// TANDEM_CPU_GEMM: "openblas" or "eigen"; throws tandem::Error naming the
-// variable for anything else. Unset: OpenBLAS, unless its kernels are older
-// than the CPU (see Note [OpenBLAS on a CPU it does not know]).
+// TANDEM_CPU_GEMM: "onednn" (needs AVX-512), "openblas" or "eigen"; throws
+// tandem::Error naming the variable for anything else or for oneDNN without
+// AVX-512. Unset: oneDNN where it has AVX-512 kernels (Note [Which float32
+// GEMM library]), else OpenBLAS, unless its kernels are older than the CPU
+// (see Note [OpenBLAS on a CPU it does not know]).
 //
 // Note [OpenBLAS on a CPU it does not know]
 // OpenBLAS picks its kernels from the CPU's identity when it loads; on a CPU
@@ -59,7 +75,8 @@ GemmLibrary GemmLibraryFromEnvironment();
 // False where OpenBLAS did not load, or where the CPU has AVX2 and FMA but
 // OpenBLAS chose older kernels.
 bool OpenBlasKernelsFitThisCpu();
-// E.g. "OpenBLAS 0.3.21 (Zen kernels)" or "Eigen 3.4.0".
+// E.g. "oneDNN 2.6.3 (AVX-512)", "OpenBLAS 0.3.21 (Zen kernels)" or
+// "Eigen 3.4.0".
 std::string Describe(GemmLibrary library);
 
 // How a GEMM's output is split: `count` blocks of `width` columns (or rows;

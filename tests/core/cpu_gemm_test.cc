@@ -2,10 +2,11 @@
 // backend's GEMM against a naive double-precision reference for many shapes,
 // transposes, alpha and beta; the rule of Note [Blocked GEMM] (bitwise the
 // same result for any thread count); the thread pool; the thread-count
-// setting; which OpenBLAS kernels load (core/cpu/openblas.h).
-// //tests/core:cpu_gemm_avx2_test runs this same file with
-// OPENBLAS_CORETYPE=Haswell, OpenBLAS's AVX2 kernels, so that a machine with
-// AVX-512 tests both of OpenBLAS's paths.
+// setting; which library is the default and which OpenBLAS kernels load
+// (core/cpu/openblas.h). //tests/core:cpu_gemm_avx2_test runs this same file
+// with OPENBLAS_CORETYPE=Haswell and DNNL_MAX_CPU_ISA=AVX2 (OpenBLAS's AVX2
+// kernels, oneDNN capped below AVX-512), so that a machine with AVX-512 tests
+// the AVX2 path too.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include "core/cpu/cpu_gemm.h"
 #include "core/cpu/cpu_thread_pool.h"
 #include "core/cpu/cpu_threads.h"
+#include "core/cpu/onednn_matmul.h"
 #include "core/cpu/openblas.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -106,7 +108,15 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-class GemmLibraryTest : public ::testing::TestWithParam<GemmLibrary> {};
+class GemmLibraryTest : public ::testing::TestWithParam<GemmLibrary> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == GemmLibrary::kOneDnn && !OneDnnHasAvx512()) {
+      GTEST_SKIP() << "oneDNN's float32 GEMMs run on CPUs with AVX-512 only, and it has none "
+                      "here (or DNNL_MAX_CPU_ISA caps it)";
+    }
+  }
+};
 
 TEST_P(GemmLibraryTest, MatchesNaiveReference) {
   ThreadPool pool;
@@ -160,9 +170,12 @@ TEST_P(GemmLibraryTest, ConcurrentCallersGetTheirOwnResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Libraries, GemmLibraryTest,
-                         ::testing::Values(GemmLibrary::kOpenBlas, GemmLibrary::kEigen),
+                         ::testing::Values(GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas,
+                                           GemmLibrary::kEigen),
                          [](const auto& info) {
-                           return info.param == GemmLibrary::kOpenBlas ? "OpenBlas" : "Eigen";
+                           return info.param == GemmLibrary::kOneDnn     ? "OneDnn"
+                                  : info.param == GemmLibrary::kOpenBlas ? "OpenBlas"
+                                                                         : "Eigen";
                          });
 
 TEST(CpuGemmTest, PlanDependsOnShapeAndCoversIt) {
@@ -229,13 +242,41 @@ TEST(CpuGemmTest, KernelsOlderThanTheCpuFallBackToEigen) {
   EXPECT_NE(described.find("OPENBLAS_CORETYPE"), std::string::npos) << described;
 }
 
-// Unset, the library is OpenBLAS where its kernels fit the CPU, Eigen where
-// OpenBLAS fell back to older ones (it does on CPUs newer than itself).
-TEST(CpuGemmTest, TheDefaultLibraryFollowsTheKernelsOpenBlasChose) {
+// Unset, the library is oneDNN where it has AVX-512 kernels; elsewhere
+// OpenBLAS where its kernels fit the CPU, Eigen where OpenBLAS fell back to
+// older ones (it does on CPUs newer than itself).
+TEST(CpuGemmTest, TheDefaultLibraryFollowsTheInstructionSet) {
   if (std::getenv("TANDEM_CPU_GEMM") != nullptr) GTEST_SKIP() << "TANDEM_CPU_GEMM is set";
-  const GemmLibrary expected =
-      OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas : GemmLibrary::kEigen;
+  const GemmLibrary expected = OneDnnHasAvx512()            ? GemmLibrary::kOneDnn
+                               : OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas
+                                                             : GemmLibrary::kEigen;
   EXPECT_EQ(GemmLibraryFromEnvironment(), expected) << LoadedOpenBlas().corename();
+  const char* cap = std::getenv("DNNL_MAX_CPU_ISA");
+  if (cap != nullptr && std::strcmp(cap, "AVX2") == 0) {
+    EXPECT_FALSE(OneDnnHasAvx512()) << "DNNL_MAX_CPU_ISA=AVX2 must keep oneDNN off AVX-512";
+  }
+}
+
+// Asked for where it has no AVX-512 kernels (cpu_gemm_avx2_test caps it),
+// oneDNN is refused with the reason.
+TEST(CpuGemmTest, OneDnnWithoutAvx512IsRefusedWithTheReason) {
+  if (OneDnnHasAvx512()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here";
+  const char* before = std::getenv("TANDEM_CPU_GEMM");
+  const std::string saved = before == nullptr ? "" : before;
+  setenv("TANDEM_CPU_GEMM", "onednn", 1);
+  try {
+    GemmLibraryFromEnvironment();
+    ADD_FAILURE() << "TANDEM_CPU_GEMM=onednn was accepted without AVX-512";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("AVX-512"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("TANDEM_CPU_GEMM=onednn"), std::string::npos)
+        << e.what();
+  }
+  if (before == nullptr) {
+    unsetenv("TANDEM_CPU_GEMM");
+  } else {
+    setenv("TANDEM_CPU_GEMM", saved.c_str(), 1);
+  }
 }
 
 TEST(CpuThreadPoolTest, RunsEveryTaskOnceFromConcurrentCallers) {

@@ -1,0 +1,123 @@
+#include "core/cpu/onednn_matmul.h"
+
+#include <omp.h>
+
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+
+namespace tandem {
+namespace cpu {
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// The operands' layouts: row-major, transposed ones by their strides.
+struct Layouts {
+  memory::desc a, b, c;
+};
+Layouts LayoutsOf(const OneDnnGemm& g) {
+  using dims = memory::dims;
+  const memory::data_type in =
+      g.type == OneDnnType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  return {memory::desc({g.m, g.k}, in, g.trans_a ? dims{1, g.lda} : dims{g.lda, 1}),
+          memory::desc({g.k, g.n}, in, g.trans_b ? dims{1, g.ldb} : dims{g.ldb, 1}),
+          memory::desc({g.m, g.n}, memory::data_type::f32, dims{g.ldc, 1})};
+}
+
+// alpha scales the product; beta adds beta c (oneDNN's sum post-op).
+dnnl::primitive_attr Scaling(float alpha, float beta) {
+  dnnl::primitive_attr attr;
+  if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
+// The matmul for these layouts; oneDNN's primitive cache makes repeated
+// creations for a shape cheap. Creations take a lock of ours: the cache
+// synchronises its threads in ways ThreadSanitizer cannot see (oneDNN is
+// not instrumented), and with the lock every creation, and every execution
+// of what it made, follows the creations before it in an order it can see.
+dnnl::matmul MakeMatmul(const Layouts& l, const dnnl::primitive_attr& attr) {
+  static std::mutex creating;
+  std::lock_guard<std::mutex> hold(creating);
+  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(l.a, l.b, l.c), attr,
+                                                   Engine()));
+}
+
+// This thread's matmuls by call (everything but the pointers): a step's
+// GEMMs repeat a few shapes, and a creation, even one oneDNN's own cache
+// answers, costs tens of microseconds, as much as a small GEMM. Dropped
+// whole when it holds kMaxCached.
+using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       float, float>;
+constexpr size_t kMaxCached = 256;
+
+struct Matmul {
+  Layouts layouts;
+  dnnl::matmul matmul;
+};
+
+const Matmul& CachedMatmul(const OneDnnGemm& g, float alpha, float beta) {
+  thread_local std::map<Key, Matmul> cache;
+  const Key key{static_cast<int>(g.type), g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb,
+                g.ldc, alpha, beta};
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  if (cache.size() >= kMaxCached) cache.clear();
+  const Layouts layouts = LayoutsOf(g);
+  return cache.emplace(key, Matmul{layouts, MakeMatmul(layouts, Scaling(alpha, beta))})
+      .first->second;
+}
+
+bool IsaIncludes(dnnl::cpu_isa wanted) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bits = static_cast<unsigned>(wanted);
+  return (isa & bits) == bits;
+}
+
+}  // namespace
+
+void OneDnnMatmul(const OneDnnGemm& g, float alpha, float beta) {
+  // oneDNN's OpenMP threads: one on this thread (the intra-op threads are
+  // ours), set once per thread.
+  thread_local const bool single = (omp_set_num_threads(1), true);
+  (void)single;
+  thread_local dnnl::stream stream(Engine());
+  const Matmul& cached = CachedMatmul(g, alpha, beta);
+  const Layouts& l = cached.layouts;
+  memory a(l.a, Engine(), const_cast<void*>(g.a));
+  memory b(l.b, Engine(), const_cast<void*>(g.b));
+  memory c(l.c, Engine(), g.c);
+  cached.matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  stream.wait();
+}
+
+bool OneDnnHasAvx512() {
+  static const bool has = IsaIncludes(dnnl::cpu_isa::avx512_core);
+  return has;
+}
+
+bool OneDnnHasAvx512Bf16() {
+  static const bool has = IsaIncludes(dnnl::cpu_isa::avx512_core_bf16);
+  return has;
+}
+
+std::string OneDnnVersion() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch);
+}
+
+}  // namespace cpu
+}  // namespace tandem
