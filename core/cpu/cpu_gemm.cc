@@ -48,12 +48,6 @@ void OpenBlasBlock(const Block& g, float alpha, float beta) {
                          g.c, static_cast<blasint>(g.ldc));
 }
 
-void OneDnnBlock(const Block& g, float alpha, float beta) {
-  OneDnnMatmul({OneDnnType::kFloat32, g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.b,
-                g.ldb, g.c, g.ldc},
-               alpha, beta);
-}
-
 }  // namespace
 
 void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
@@ -159,7 +153,7 @@ void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool
   RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
                 [&](const Block& g) {
                   if (library == GemmLibrary::kOneDnn) {
-                    OneDnnBlock(g, alpha, beta);
+                    OneDnnMatmul(g, alpha, beta);
                   } else if (library == GemmLibrary::kOpenBlas) {
                     OpenBlasBlock(g, alpha, beta);
                   } else {

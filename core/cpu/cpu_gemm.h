@@ -49,6 +49,7 @@
 #include <string>
 
 #include "core/cpu/cpu_thread_pool.h"
+#include "core/cpu/gemm_operands.h"
 
 namespace tandem {
 namespace cpu {
@@ -90,26 +91,6 @@ constexpr int64_t kMinBlockWidth = 256;
 constexpr double kMinBlockFlops = 8e6;
 constexpr int64_t kMaxBlocks = 8;
 GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k);
-
-// A GEMM's operands, row-major with leading dimensions: a [m, k] (or, with
-// trans_a, [k, m]), b [k, n] (or [n, k]), c [m, n]. T: the type of a and b.
-template <typename T>
-struct GemmOperands {
-  bool trans_a, trans_b;
-  int64_t m, n, k;
-  const T* a;
-  int64_t lda;
-  const T* b;
-  int64_t ldb;
-  float* c;
-  int64_t ldc;
-};
-
-template <typename T>
-GemmOperands<T> WholeGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                          const T* a, const T* b, float* c) {
-  return {trans_a, trans_b, m, n, k, a, trans_a ? m : k, b, trans_b ? k : n, c, n};
-}
 
 // The operands of block `index` of `plan` within `whole`.
 template <typename T>

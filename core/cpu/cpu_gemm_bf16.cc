@@ -21,11 +21,7 @@ void GemmBf16(ThreadPool& pool, int threads, bool trans_a, bool trans_b, int64_t
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return ScaleOnly(m, n, beta, c);
   RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
-                [&](const GemmOperands<uint16_t>& g) {
-                  OneDnnMatmul({OneDnnType::kBFloat16, g.trans_a, g.trans_b, g.m, g.n, g.k, g.a,
-                                g.lda, g.b, g.ldb, g.c, g.ldc},
-                               alpha, beta);
-                });
+                [&](const GemmOperands<uint16_t>& g) { OneDnnMatmul(g, alpha, beta); });
 }
 
 }  // namespace cpu

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <type_traits>
 
 namespace tandem {
 namespace cpu {
@@ -18,14 +19,20 @@ dnnl::engine& Engine() {
   return engine;
 }
 
+// a's and b's element type: float32, or bfloat16 bits.
+template <typename T>
+constexpr memory::data_type kDataType =
+    std::is_same<T, float>::value ? memory::data_type::f32 : memory::data_type::bf16;
+
 // The operands' layouts: row-major, transposed ones by their strides.
 struct Layouts {
   memory::desc a, b, c;
 };
-Layouts LayoutsOf(const OneDnnGemm& g) {
+
+template <typename T>
+Layouts LayoutsOf(const GemmOperands<T>& g) {
   using dims = memory::dims;
-  const memory::data_type in =
-      g.type == OneDnnType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::data_type in = kDataType<T>;
   return {memory::desc({g.m, g.k}, in, g.trans_a ? dims{1, g.lda} : dims{g.lda, 1}),
           memory::desc({g.k, g.n}, in, g.trans_b ? dims{1, g.ldb} : dims{g.ldb, 1}),
           memory::desc({g.m, g.n}, memory::data_type::f32, dims{g.ldc, 1})};
@@ -43,8 +50,7 @@ dnnl::primitive_attr Scaling(float alpha, float beta) {
   return attr;
 }
 
-// The matmul for these layouts; oneDNN's primitive cache makes repeated
-// creations for a shape cheap. Creations take a lock of ours: the cache
+// The matmul for these layouts. Creations take a lock of ours: the cache
 // synchronises its threads in ways ThreadSanitizer cannot see (oneDNN is
 // not instrumented), and with the lock every creation, and every execution
 // of what it made, follows the creations before it in an order it can see.
@@ -68,10 +74,11 @@ struct Matmul {
   dnnl::matmul matmul;
 };
 
-const Matmul& CachedMatmul(const OneDnnGemm& g, float alpha, float beta) {
+template <typename T>
+const Matmul& CachedMatmul(const GemmOperands<T>& g, float alpha, float beta) {
   thread_local std::map<Key, Matmul> cache;
-  const Key key{static_cast<int>(g.type), g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb,
-                g.ldc, alpha, beta};
+  const Key key{static_cast<int>(kDataType<T>), g.trans_a, g.trans_b, g.m, g.n, g.k,
+                g.lda, g.ldb, g.ldc, alpha, beta};
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   if (cache.size() >= kMaxCached) cache.clear();
@@ -86,9 +93,8 @@ bool IsaIncludes(dnnl::cpu_isa wanted) {
   return (isa & bits) == bits;
 }
 
-}  // namespace
-
-void OneDnnMatmul(const OneDnnGemm& g, float alpha, float beta) {
+template <typename T>
+void Run(const GemmOperands<T>& g, float alpha, float beta) {
   // oneDNN's OpenMP threads: one on this thread (the intra-op threads are
   // ours), set once per thread.
   thread_local const bool single = (omp_set_num_threads(1), true);
@@ -96,11 +102,19 @@ void OneDnnMatmul(const OneDnnGemm& g, float alpha, float beta) {
   thread_local dnnl::stream stream(Engine());
   const Matmul& cached = CachedMatmul(g, alpha, beta);
   const Layouts& l = cached.layouts;
-  memory a(l.a, Engine(), const_cast<void*>(g.a));
-  memory b(l.b, Engine(), const_cast<void*>(g.b));
+  memory a(l.a, Engine(), const_cast<T*>(g.a));
+  memory b(l.b, Engine(), const_cast<T*>(g.b));
   memory c(l.c, Engine(), g.c);
   cached.matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
   stream.wait();
+}
+
+}  // namespace
+
+void OneDnnMatmul(const GemmOperands<float>& g, float alpha, float beta) { Run(g, alpha, beta); }
+
+void OneDnnMatmul(const GemmOperands<uint16_t>& g, float alpha, float beta) {
+  Run(g, alpha, beta);
 }
 
 bool OneDnnHasAvx512() {

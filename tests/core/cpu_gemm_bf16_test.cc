@@ -18,16 +18,14 @@
 #include "core/cpu/cpu_gemm_bf16.h"
 #include "core/cpu/cpu_thread_pool.h"
 #include "core/dtype.h"
+#include "tests/support/gemm_reference.h"
 
 namespace tandem {
 namespace cpu {
 namespace {
 
-struct Case {
-  bool trans_a, trans_b;
-  int64_t m, n, k;
-  float alpha, beta;
-};
+using test::GemmCase;
+using Case = GemmCase;
 
 std::vector<uint16_t> RandomBf16(int64_t size, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -35,11 +33,6 @@ std::vector<uint16_t> RandomBf16(int64_t size, uint32_t seed) {
   std::vector<uint16_t> v(static_cast<size_t>(size));
   for (uint16_t& x : v) x = FloatToBFloat16Bits(dist(gen));
   return v;
-}
-
-double At(const std::vector<uint16_t>& x, bool trans, int64_t rows, int64_t cols, int64_t r,
-          int64_t c) {
-  return BFloat16BitsToFloat(trans ? x[c * rows + r] : x[r * cols + c]);
 }
 
 struct Operands {
@@ -65,38 +58,21 @@ std::vector<float> RunGemm(ThreadPool& pool, int threads, const Case& t, const O
 // The products of bfloat16 values are exact in float32; what remains is
 // float32 accumulation.
 void ExpectNearReference(const Case& t, const Operands& in, const std::vector<float>& got) {
-  for (int64_t i = 0; i < t.m; ++i) {
-    for (int64_t j = 0; j < t.n; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int64_t p = 0; p < t.k; ++p) {
-        const double x = At(in.a, t.trans_a, t.m, t.k, i, p) * At(in.b, t.trans_b, t.k, t.n, p, j);
-        sum += x;
-        magnitude += std::fabs(x);
-      }
-      const double c = t.beta == 0.f ? 0.0 : double(t.beta) * in.c[i * t.n + j];
-      const double want = t.alpha * sum + c;
-      const double tol = 1e-5 * (std::fabs(t.alpha) * magnitude + std::fabs(c) + 1.0);
-      ASSERT_NEAR(got[i * t.n + j], want, tol)
-          << "element (" << i << ", " << j << ") of " << (t.trans_a ? "a^T" : "a") << " "
-          << (t.trans_b ? "b^T" : "b") << " m=" << t.m << " n=" << t.n << " k=" << t.k
-          << " alpha=" << t.alpha << " beta=" << t.beta;
-    }
-  }
+  auto widen = [](uint16_t bits) { return BFloat16BitsToFloat(bits); };
+  test::ExpectGemmNearReference(t, test::StoredElement(in.a, t.trans_a, t.m, t.k, widen),
+                                test::StoredElement(in.b, t.trans_b, t.k, t.n, widen), in.c,
+                                got);
 }
 
 std::vector<Case> Cases() {
-  std::vector<Case> cases;
-  const int64_t sizes[][3] = {{1, 1, 1},     {3, 5, 7},     {17, 33, 65}, {1, 300, 9},
-                              {31, 513, 130}, {513, 31, 130}, {40, 600, 0}, {128, 1024, 300}};
-  const float scalars[][2] = {{1.f, 0.f}, {0.5f, 1.f}, {-2.f, 0.25f}};
-  int i = 0;
-  for (const auto& s : sizes) {
-    for (int trans = 0; trans < 4; ++trans) {
-      const auto& ab = scalars[i++ % 3];
-      cases.push_back({(trans & 1) != 0, (trans & 2) != 0, s[0], s[1], s[2], ab[0], ab[1]});
-    }
-  }
-  return cases;
+  return test::GemmCases({{1, 1, 1},
+                          {3, 5, 7},
+                          {17, 33, 65},
+                          {1, 300, 9},
+                          {31, 513, 130},
+                          {513, 31, 130},
+                          {40, 600, 0},
+                          {128, 1024, 300}});
 }
 
 bool WidenedPathForced() { return std::getenv("DNNL_MAX_CPU_ISA") != nullptr; }

@@ -29,16 +29,14 @@
 #include "core/cpu/openblas.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "tests/support/gemm_reference.h"
 
 namespace tandem {
 namespace cpu {
 namespace {
 
-struct Case {
-  bool trans_a, trans_b;
-  int64_t m, n, k;
-  float alpha, beta;
-};
+using test::GemmCase;
+using Case = GemmCase;
 
 std::vector<float> Random(int64_t size, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -56,34 +54,15 @@ struct Operands {
         c(Random(t.m * t.n, seed + 2)) {}
 };
 
-float At(const std::vector<float>& x, bool trans, int64_t rows, int64_t cols, int64_t r,
-         int64_t c) {
-  return trans ? x[c * rows + r] : x[r * cols + c];
-}
-
 void ExpectNearReference(const Case& t, const Operands& in, const std::vector<float>& got) {
-  for (int64_t i = 0; i < t.m; ++i) {
-    for (int64_t j = 0; j < t.n; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int64_t p = 0; p < t.k; ++p) {
-        const double x = double(At(in.a, t.trans_a, t.m, t.k, i, p)) *
-                         At(in.b, t.trans_b, t.k, t.n, p, j);
-        sum += x;
-        magnitude += std::fabs(x);
-      }
-      const double c = t.beta == 0.f ? 0.0 : double(t.beta) * in.c[i * t.n + j];
-      const double want = t.alpha * sum + c;
-      const double tol = 1e-5 * (std::fabs(t.alpha) * magnitude + std::fabs(c) + 1.0);
-      ASSERT_NEAR(got[i * t.n + j], want, tol)
-          << "element (" << i << ", " << j << ") of " << (t.trans_a ? "a^T" : "a") << " "
-          << (t.trans_b ? "b^T" : "b") << " m=" << t.m << " n=" << t.n << " k=" << t.k
-          << " alpha=" << t.alpha << " beta=" << t.beta;
-    }
-  }
+  auto same = [](float x) { return x; };
+  test::ExpectGemmNearReference(t, test::StoredElement(in.a, t.trans_a, t.m, t.k, same),
+                                test::StoredElement(in.b, t.trans_b, t.k, t.n, same), in.c,
+                                got);
 }
 
 std::vector<float> RunGemm(GemmLibrary library, ThreadPool& pool, int threads, const Case& t,
-                       const Operands& in) {
+                           const Operands& in) {
   std::vector<float> c = in.c;
   // beta == 0: c may hold garbage, which must not reach the result.
   if (t.beta == 0.f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
@@ -93,19 +72,16 @@ std::vector<float> RunGemm(GemmLibrary library, ThreadPool& pool, int threads, c
 }
 
 std::vector<Case> Cases() {
-  std::vector<Case> cases;
-  const int64_t sizes[][3] = {{1, 1, 1},    {3, 5, 7},     {17, 33, 65},   {64, 64, 64},
-                              {1, 300, 9},  {300, 1, 9},   {31, 513, 130}, {513, 31, 130},
-                              {40, 600, 0}, {256, 784, 37}};
-  const float scalars[][2] = {{1.f, 0.f}, {0.5f, 1.f}, {-2.f, 0.25f}};
-  int i = 0;
-  for (const auto& s : sizes) {
-    for (int trans = 0; trans < 4; ++trans) {
-      const auto& ab = scalars[i++ % 3];
-      cases.push_back({(trans & 1) != 0, (trans & 2) != 0, s[0], s[1], s[2], ab[0], ab[1]});
-    }
-  }
-  return cases;
+  return test::GemmCases({{1, 1, 1},
+                          {3, 5, 7},
+                          {17, 33, 65},
+                          {64, 64, 64},
+                          {1, 300, 9},
+                          {300, 1, 9},
+                          {31, 513, 130},
+                          {513, 31, 130},
+                          {40, 600, 0},
+                          {256, 784, 37}});
 }
 
 class GemmLibraryTest : public ::testing::TestWithParam<GemmLibrary> {
