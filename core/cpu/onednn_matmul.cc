@@ -63,8 +63,10 @@ dnnl::matmul MakeMatmul(const Layouts& l, const dnnl::primitive_attr& attr) {
 
 // This thread's matmuls by call (everything but the pointers): a step's
 // GEMMs repeat a few shapes, and a creation, even one oneDNN's own cache
-// answers, costs tens of microseconds, as much as a small GEMM. Dropped
-// whole when it holds kMaxCached.
+// answers, costs tens of microseconds, as much as a small GEMM. Per thread
+// because oneDNN, built as it is by default, runs a primitive only on the
+// thread that created it (its scratchpad is shared by that thread's
+// primitives). Dropped whole when it holds kMaxCached.
 using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                        float, float>;
 constexpr size_t kMaxCached = 256;
