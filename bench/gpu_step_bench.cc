@@ -18,13 +18,13 @@
 // (bfloat16 activations and GEMMs, float32 masters and gradients; the input
 // batches stay float32 and the first layer casts them, as autocast does).
 // The 8192^3 GEMM rate of each precision is measured in the same process
-// (--no_gemm skips it), at once (a burst of about 100 ms); the run's own
-// precision's again after --gemm_sustain_ms of the same GEMM back to back (sustained: under load the
-// H200 runs at its power limit and lowers its clock, as it does during the
-// timed steps). Each row gives its step's share of its precision's rate
-// (pct_gemm, and pct_gemm_sustained) and the peak of the allocator's bytes in use
-// for that configuration (peak_mb). --grads picks how the step
-// handles gradients: fused_sgd (the default; Sgd::in_backward, plain SGD
+// (--no_gemm skips it), at once (a burst of about 100 ms), and the run's
+// own precision's again after --gemm_sustain_ms of the same GEMM back to
+// back (sustained: under load the H200 holds its power limit at a lower
+// clock, as during the timed steps). Each row gives its step's share of its
+// precision's rate (pct_gemm, and pct_gemm_sustained) and the peak of the
+// allocator's bytes in use for that configuration (peak_mb). --grads picks
+// how the step handles gradients: fused_sgd (the default; Sgd::in_backward, plain SGD
 // applied by each layer's weight-gradient GEMM), overwrite (Backward
 // writes gradients, Sgd::Step applies them, no ZeroGrad) or accumulate
 // (ZeroGrad, Backward adds into gradients, Sgd::Step: the textbook loop).
@@ -108,7 +108,7 @@ struct Options {
   // fp32, tf32 or bf16 (layers/precision.h); --tf32 means tf32.
   Precision precision = Precision::kFp32;
   int64_t sgemm_size = 8192;
-  // After the burst rate, each precision's square GEMM rate again once the
+  // After the burst rates, --precision's square GEMM rate again once the
   // GPU has run it back to back this long (0: not measured).
   double sustain_ms = 3000;
   float lr = 1e-3f;
@@ -389,8 +389,11 @@ Tensor InDType(const Tensor& t, DType dtype) {
   return cast;
 }
 
-// Median time of one ops::Gemm of `shape` on the main lane.
-double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng) {
+// Median time of one ops::Gemm of `shape` on the main lane, in runs of
+// about `run_ms`, after `load_ms` of the same GEMM back to back (0: none;
+// with it, the rate the GPU keeps up under load, as during the timed steps).
+double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng, double load_ms = 0,
+                  double run_ms = 20) {
   const DType in = s.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
   const DType out = s.out_f32 ? DType::kFloat32 : in;
   Tensor a = InDType(RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng), in);
@@ -401,26 +404,10 @@ double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng) {
   options.tf32 = s.precision == Precision::kTf32;
   auto gemm = [&](int) { ops::Gemm(a, s.trans_a, b, s.trans_b, c, options); };
   int k = 0;
-  const Timing probe = TimeSteps(3, 1, k, gemm);  // also the warm-up
-  const int iters = static_cast<int>(std::clamp(20.0 / std::max(probe.gpu_ms, 1e-3), 3.0, 2000.0));
-  return TimeSteps(iters, o.repeats, k, gemm).gpu_ms;
-}
-
-// Median time of one ops::Gemm of `shape` on the main lane, in runs of about
-// 200 ms each, after o.sustain_ms of the same GEMMs back to back: the rate
-// the GPU keeps up under load, as during the timed steps.
-double TimeGemmSustainedMs(const GemmShape& s, const Options& o, Rng& rng) {
-  const DType in = s.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
-  Tensor a = InDType(RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng), in);
-  Tensor b = InDType(RandomTensor(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng), in);
-  Tensor c = InDType(RandomTensor({s.m, s.n}, rng), s.out_f32 ? DType::kFloat32 : in);
-  ops::GemmOptions options;
-  options.tf32 = s.precision == Precision::kTf32;
-  auto gemm = [&](int) { ops::Gemm(a, s.trans_a, b, s.trans_b, c, options); };
-  int k = 0;
+  // Also the warm-up.
   const double one_ms = std::max(TimeSteps(3, 1, k, gemm).gpu_ms, 1e-3);
-  TimeSteps(static_cast<int>(std::ceil(o.sustain_ms / one_ms)), 1, k, gemm);
-  const int iters = static_cast<int>(std::clamp(200.0 / one_ms, 3.0, 20000.0));
+  if (load_ms > 0) TimeSteps(static_cast<int>(std::ceil(load_ms / one_ms)), 1, k, gemm);
+  const int iters = static_cast<int>(std::clamp(run_ms / one_ms, 3.0, 100 * run_ms));
   return TimeSteps(iters, o.repeats, k, gemm).gpu_ms;
 }
 
@@ -579,13 +566,20 @@ struct GemmRates {
   }
 };
 
-// The square GEMM rate of the run's precision after o.sustain_ms of load
-// (TimeGemmSustainedMs), as a "gemm" row named "..._sustained".
+// What a step is compared with: the square GEMM rates at once and
+// sustained, and the device-to-device copy bandwidth (0: not measured).
+struct References {
+  GemmRates rates, sustained;
+  double copy_gbps = 0;
+};
+
+// The square GEMM rate of the run's precision after o.sustain_ms of load,
+// timed in runs of about 200 ms, as a "gemm" row named "..._sustained".
 void MeasureSustainedRate(const Options& o, bench::ResultPrinter& results, GemmRates& rates) {
   Rng rng(o.seed + 11);
   const int64_t s = o.sgemm_size;
   const Precision p = o.precision;
-  const double ms = TimeGemmSustainedMs({s, s, s, false, false, 0.f, p, false}, o, rng);
+  const double ms = TimeGemmMs({s, s, s, false, false, 0.f, p, false}, o, rng, o.sustain_ms, 200);
   const double tflops = Tflops(2.0 * s * s * s, ms);
   rates.Set(p, tflops);
   bench::Row row("gemm");
@@ -599,13 +593,13 @@ void MeasureSustainedRate(const Options& o, bench::ResultPrinter& results, GemmR
 // The square GEMM rate of every precision (at once; the run's own precision
 // also sustained) and the device-to-device copy bandwidth, printed as
 // "gemm" and "copy" rows.
-void MeasureReferences(const Options& o, GemmTimer& timer, bench::ResultPrinter& results,
-                       GemmRates& rates, GemmRates& sustained, double& copy_gbps) {
+References MeasureReferences(const Options& o, GemmTimer& timer, bench::ResultPrinter& results) {
+  References refs;
   const int64_t s = o.sgemm_size;
   for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
     const double ms = timer.Ms({s, s, s, false, false, 0.f, p, false});
     const double tflops = Tflops(2.0 * s * s * s, ms);
-    rates.Set(p, tflops);
+    refs.rates.Set(p, tflops);
     bench::Row row("gemm");
     // "sgemm_8192" as before for float32, "tf32_gemm_8192", "bf16_gemm_8192".
     const std::string name = p == Precision::kFp32 ? std::string("sgemm_")
@@ -615,25 +609,27 @@ void MeasureReferences(const Options& o, GemmTimer& timer, bench::ResultPrinter&
         .Add("ms", ms, 4).Add("tflops", tflops, 2);
     results.Print(row);
   }
-  if (o.sustain_ms > 0) MeasureSustainedRate(o, results, sustained);
+  if (o.sustain_ms > 0) MeasureSustainedRate(o, results, refs.sustained);
   const int64_t copy_bytes = int64_t{1} << 30;
-  copy_gbps = CopyGBps(copy_bytes, o);
+  refs.copy_gbps = CopyGBps(copy_bytes, o);
   bench::Row copy("copy");
   copy.Add("bench", "gpu_step").Add("name", "d2d_1GiB").Add("bytes", copy_bytes)
-      .Add("GBps_read_plus_write", copy_gbps, 0);
+      .Add("GBps_read_plus_write", refs.copy_gbps, 0);
   results.Print(copy);
+  return refs;
 }
 
 // A step's share of each reference rate measured: pct_sgemm (float32),
 // pct_gemm (its precision's), pct_gemm_sustained.
 void AddRateShares(bench::Row& row, double step_tflops, Precision precision,
-                   const GemmRates& rates, const GemmRates& sustained) {
+                   const References& refs) {
+  const GemmRates& rates = refs.rates;
   if (rates.fp32 > 0) {
     row.Add("sgemm_tflops", rates.fp32, 2).Add("pct_sgemm", 100.0 * step_tflops / rates.fp32, 1);
   }
   const double ref = rates.For(precision);
   if (ref > 0) row.Add("gemm_tflops", ref, 2).Add("pct_gemm", 100.0 * step_tflops / ref, 1);
-  const double kept = sustained.For(precision);
+  const double kept = refs.sustained.For(precision);
   if (kept > 0) {
     row.Add("gemm_sustained_tflops", kept, 2)
         .Add("pct_gemm_sustained", 100.0 * step_tflops / kept, 1);
@@ -642,9 +638,8 @@ void AddRateShares(bench::Row& row, double step_tflops, Precision precision,
 
 // Prints the model's rows (the eager and graph ones kept for the table);
 // a failed graph check clears checks_ok.
-void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const GemmRates& rates,
-              const GemmRates& sustained, GemmTimer& timer, bench::ResultPrinter& results,
-              bool& checks_ok) {
+void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const References& refs,
+              GemmTimer& timer, bench::ResultPrinter& results, bool& checks_ok) {
   // The peak of this configuration's tensors: its data, model and steps.
   GetBackend(kDevice).allocator().ResetPeak();
   const Batches data = MakeBatches(spec, batch, o.sets, o.seed);
@@ -678,7 +673,7 @@ void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const Gemm
         .Add("step_ms", t.gpu_ms, 4)
         .Add("samples_per_s", batch / (t.gpu_ms * 1e-3), 0)
         .Add("tflops", Tflops(flops, t.gpu_ms), 2);
-    AddRateShares(row, Tflops(flops, t.gpu_ms), o.precision, rates, sustained);
+    AddRateShares(row, Tflops(flops, t.gpu_ms), o.precision, refs);
     const double peak = static_cast<double>(
         GetBackend(kDevice).allocator().stats().peak_bytes_in_use);
     row.Add("peak_mb", peak / (1 << 20), 1);
@@ -782,30 +777,29 @@ int main(int argc, char** argv) {
 
     bench::ResultPrinter results;
     GemmTimer timer(o);
-    GemmRates rates, sustained;
-    double copy_gbps = 0;
-    if (o.gemm) MeasureReferences(o, timer, results, rates, sustained, copy_gbps);
+    const References refs = o.gemm ? MeasureReferences(o, timer, results) : References{};
 
     bool checks_ok = true;
     for (const ModelSpec& spec : specs) {
       const std::vector<int64_t> list =
           batches.empty() ? spec.default_batches : bench::ParseIntList(batches, "--batch");
       for (int64_t batch : list) {
-        RunModel(spec, batch, o, rates, sustained, timer, results, checks_ok);
+        RunModel(spec, batch, o, refs, timer, results, checks_ok);
       }
     }
     results.PrintTable({"model", "batch", "precision", "mode", "step_ms", "samples_per_s",
                         "tflops", "pct_gemm", "gemm_sum_ms", "gemm_share", "host_ms",
                         "peak_mb"});
     if (o.gemm) {
+      const GemmRates& rates = refs.rates;
       std::cout << "gemm " << o.sgemm_size << "^3 TFLOP/s: fp32 " << bench::Fixed(rates.fp32, 2)
                 << ", tf32 " << bench::Fixed(rates.tf32, 2) << ", bf16 "
                 << bench::Fixed(rates.bf16, 2) << "; device-to-device copy "
-                << bench::Fixed(copy_gbps, 0) << " GB/s (read + write)\n";
+                << bench::Fixed(refs.copy_gbps, 0) << " GB/s (read + write)\n";
       if (o.sustain_ms > 0) {
         std::cout << "gemm " << o.sgemm_size << "^3 TFLOP/s in " << PrecisionName(o.precision)
                   << " after " << bench::Fixed(o.sustain_ms, 0) << " ms of load: "
-                  << bench::Fixed(sustained.For(o.precision), 2) << "\n";
+                  << bench::Fixed(refs.sustained.For(o.precision), 2) << "\n";
       }
     }
     if (!checks_ok) {
