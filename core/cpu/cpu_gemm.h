@@ -16,13 +16,13 @@
 // calls from several threads at once are safe in both.
 //
 // Note [Which float32 GEMM library]
-// Rule: the fastest library measured on this kind of CPU. Measured (the
-// training step of dp_cpu_bench, docs/benchmarks.md): on CPUs with AVX-512
-// (an AMD Zen 5, an Intel Xeon with AMX) oneDNN's matmul is as fast as
-// OpenBLAS's AVX-512 kernels on one thread and 10-16% faster on two to eight
-// threads, where concurrent OpenBLAS calls slow each other down, and far
-// faster on the narrow products of a 10-class output layer. Without AVX-512
-// oneDNN's float32 matmul was not measured, so OpenBLAS stays there.
+// Rule: the library measured fastest on this kind of CPU (dp_cpu_bench's
+// step, docs/benchmarks.md "Beside PyTorch on the same cores"). On CPUs
+// with AVX-512 that is oneDNN's matmul: as fast as OpenBLAS's AVX-512
+// kernels on one thread, faster when several threads call at once (where
+// OpenBLAS calls slow each other down) and on narrow products such as a
+// 10-class output layer's. Without AVX-512 it is OpenBLAS (oneDNN's float32
+// matmul was not measured there).
 // Mechanism: GemmLibraryFromEnvironment() asks oneDNN for its instruction
 // set (DNNL_MAX_CPU_ISA=AVX2 caps it, which is how a test takes the AVX2
 // path on an AVX-512 machine).

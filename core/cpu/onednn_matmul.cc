@@ -50,8 +50,8 @@ dnnl::primitive_attr Scaling(float alpha, float beta) {
   return attr;
 }
 
-// The matmul for these layouts. Creations take a lock of ours: the cache
-// synchronises its threads in ways ThreadSanitizer cannot see (oneDNN is
+// The matmul for these layouts. Creations take a lock of ours: oneDNN's
+// primitive cache synchronises its threads in ways ThreadSanitizer cannot see (oneDNN is
 // not instrumented), and with the lock every creation, and every execution
 // of what it made, follows the creations before it in an order it can see.
 dnnl::matmul MakeMatmul(const Layouts& l, const dnnl::primitive_attr& attr) {

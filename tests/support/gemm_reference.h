@@ -12,10 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 namespace tandem {
@@ -42,6 +44,18 @@ inline std::vector<GemmCase> GemmCases(const std::vector<std::array<int64_t, 3>>
     }
   }
   return cases;
+}
+
+// Runs `gemm(c)` on a copy of `c_before` and returns it. With beta == 0 the
+// copy holds NaN first: c may hold garbage then, which must not reach the
+// result.
+template <typename Gemm>
+std::vector<float> RunOnCopyOfC(const GemmCase& t, const std::vector<float>& c_before,
+                                const Gemm& gemm) {
+  std::vector<float> c = c_before;
+  if (t.beta == 0.f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+  gemm(c.data());
+  return c;
 }
 
 // Element (r, c) of op(a) [m, k] or op(b) [k, n], from the stored operand.
