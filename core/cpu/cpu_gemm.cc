@@ -85,7 +85,8 @@ GemmLibrary GemmLibraryFromEnvironment() {
   if (std::strcmp(text, "onednn") == 0) {
     TANDEM_CHECK(OneDnnHasAvx512())
         << "TANDEM_CPU_GEMM=onednn: oneDNN's float32 GEMMs are used on CPUs with AVX-512 "
-           "only, and it has none here (or DNNL_MAX_CPU_ISA caps it below AVX512_CORE)";
+           "only, and it has none here (or DNNL_MAX_CPU_ISA caps it below AVX512_CORE); "
+           "set TANDEM_CPU_GEMM=openblas or eigen, or unset it";
     return GemmLibrary::kOneDnn;
   }
   if (std::strcmp(text, "openblas") == 0) {
