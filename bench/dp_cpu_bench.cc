@@ -30,6 +30,8 @@
 // (avx2, avx512f, avx512_bf16 from /proc/cpuinfo) and the GEMM library with
 // the kernels it chose; --cpu_threads sets the intra-op threads of each
 // worker (0: hardware threads / workers, see core/cpu/cpu_threads.h).
+// --precision=bf16 trains in bfloat16 (layers/precision.h: bf16 activations
+// and GEMMs, float32 master weights and gradients).
 // loss_first / loss_last are the global-batch loss of the first warm-up step
 // and of the last timed step (cross-entropy against random labels, so it
 // barely falls); `replicas` is "same" when every rank ends with bitwise-equal
@@ -60,6 +62,7 @@
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/precision.h"
 #include "parallel/launcher.h"
 #include "parallel/reducer.h"
 #include "parallel/sharding.h"
@@ -92,6 +95,7 @@ struct BenchConfig {
   int64_t small_bytes = 4 << 10;
   int64_t large_bytes = 16 << 20;
   int cpu_threads = 0;  // 0: the launcher's sizing
+  Precision precision = Precision::kFp32;  // the model's (layers/precision.h)
 };
 
 // GEMM floating-point operations of one training step of the MLP on the
@@ -186,6 +190,49 @@ RandomData MakeData(const BenchConfig& c) {
   return data;
 }
 
+// A result row's configuration fields.
+bench::Row ConfigRow(const BenchConfig& c, int workers, bool overlap, double bucket_mb,
+                     int64_t buckets, int64_t params) {
+  bench::Row row;
+  row.Add("bench", "dp_cpu")
+      .Add("mode", c.mode)
+      .Add("workers", workers)
+      .Add("precision", PrecisionName(c.precision))
+      .Add("overlap", overlap ? "on" : "off")
+      .Add("bucket_mb", bench::Fixed(bucket_mb, bucket_mb == std::floor(bucket_mb) ? 0 : 2))
+      .Add("buckets", buckets)
+      .Add("batch", c.batch_size)
+      .Add("params", params)
+      .Add("steps", c.steps)
+      .Add("repeats", c.repeats);
+  return row;
+}
+
+// The step times and what follows from them.
+void AddTimes(bench::Row& row, const BenchConfig& c, int workers, double step_ms,
+              double step_ms_min, double wait_ms) {
+  const int threads = cpu::CpuThreads();
+  const double gflops = StepGemmFlops(c) / (step_ms * 1e6);
+  const int cores = std::min(cpu::HardwareThreads(), workers * threads);
+  row.Add("step_ms", step_ms, 2)
+      .Add("step_ms_min", step_ms_min, 2)
+      .Add("samples_per_s", c.batch_size / (step_ms / 1e3), 0)
+      .Add("cpu_threads", threads)
+      .Add("gflops", gflops, 1)
+      .Add("gflops_per_core", gflops / cores, 1)
+      .Add("comm_wait_ms", wait_ms, 3)
+      .Add("comm_wait_pct", 100.0 * wait_ms / step_ms, 1);
+}
+
+void AddLatencies(bench::Row& row, const BenchConfig& c, const CommLatency& latency) {
+  row.Add("ar_small_bytes", c.small_bytes)
+      .Add("ar_small_us", latency.small_us, 1)
+      .Add("ar_large_bytes", c.large_bytes)
+      .Add("ar_large_us", latency.large_us, 1)
+      .Add("ar_large_GBps", c.large_bytes / (latency.large_us * 1e3), 2)
+      .Add("barrier_us", latency.barrier_us, 1);
+}
+
 // One configuration on this worker; returns the row (meaningful on rank 0).
 bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& data,
                      bool overlap, double bucket_mb, const CommLatency& latency) {
@@ -193,7 +240,9 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
   sizes.push_back(c.classes);
   Rng init(c.seed);
-  auto model = Mlp(sizes, Activation::kRelu, init);
+  MlpOptions mlp;
+  mlp.precision = c.precision;
+  auto model = Mlp(sizes, Activation::kRelu, init, mlp);
   ReducerOptions options;
   options.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
   options.overlap = overlap;
@@ -252,37 +301,12 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   const double wait_ms = bench::MeanOverRanks(
       worker.comm, 1e3 * comm_wait / (static_cast<double>(c.steps) * c.repeats));
   const bool same = ReplicasIdentical(worker.comm, *model);
-  const int threads = cpu::CpuThreads();
-  const double gflops = StepGemmFlops(c) / (step_ms * 1e6);
-  const int cores = std::min(cpu::HardwareThreads(), worker.size * threads);
   TANDEM_CHECK(std::isfinite(last_loss)) << "loss is not finite; lower --lr";
-
-  bench::Row row;
-  row.Add("bench", "dp_cpu")
-      .Add("mode", c.mode)
-      .Add("workers", worker.size)
-      .Add("overlap", overlap ? "on" : "off")
-      .Add("bucket_mb", bench::Fixed(bucket_mb, bucket_mb == std::floor(bucket_mb) ? 0 : 2))
-      .Add("buckets", reducer.num_buckets())
-      .Add("batch", c.batch_size)
-      .Add("params", ParameterCount(*model))
-      .Add("steps", c.steps)
-      .Add("repeats", c.repeats)
-      .Add("step_ms", step_ms, 2)
-      .Add("step_ms_min", step_ms_min, 2)
-      .Add("samples_per_s", c.batch_size / (step_ms / 1e3), 0)
-      .Add("cpu_threads", threads)
-      .Add("gflops", gflops, 1)
-      .Add("gflops_per_core", gflops / cores, 1)
-      .Add("comm_wait_ms", wait_ms, 3)
-      .Add("comm_wait_pct", 100.0 * wait_ms / step_ms, 1)
-      .Add("ar_small_bytes", c.small_bytes)
-      .Add("ar_small_us", latency.small_us, 1)
-      .Add("ar_large_bytes", c.large_bytes)
-      .Add("ar_large_us", latency.large_us, 1)
-      .Add("ar_large_GBps", c.large_bytes / (latency.large_us * 1e3), 2)
-      .Add("barrier_us", latency.barrier_us, 1)
-      .Add("loss_first", first_loss, 4)
+  bench::Row row = ConfigRow(c, worker.size, overlap, bucket_mb, reducer.num_buckets(),
+                             ParameterCount(*model));
+  AddTimes(row, c, worker.size, step_ms, step_ms_min, wait_ms);
+  AddLatencies(row, c, latency);
+  row.Add("loss_first", first_loss, 4)
       .Add("loss_last", last_loss, 4)
       .Add("replicas", same ? "same" : "DIFFER");
   return row;
@@ -302,6 +326,17 @@ void RunLaunch(const BenchConfig& c, const LaunchOptions& launch,
   });
 }
 
+// The counts and sizes given by flags.
+void CheckCounts(const BenchConfig& c) {
+  TANDEM_CHECK(c.steps >= 1 && c.warmup >= 1 && c.repeats >= 1)
+      << "--steps, --repeats and --warmup must be at least 1, got " << c.steps << ", "
+      << c.repeats << " and " << c.warmup;
+  TANDEM_CHECK(c.comm_iters >= 1) << "--comm_iters must be at least 1";
+  TANDEM_CHECK(c.small_bytes >= 4 && c.small_bytes % 4 == 0 && c.large_bytes >= 4 &&
+               c.large_bytes % 4 == 0)
+      << "--small_bytes and --large_bytes must be positive multiples of 4";
+}
+
 }  // namespace
 }  // namespace tandem
 
@@ -309,6 +344,7 @@ int main(int argc, char** argv) {
   using namespace tandem;
   BenchConfig c;
   std::string workers = "1", overlap = "both", bucket_mb = "4", hidden = "1024,1024";
+  std::string precision = "fp32";
   CLI::App app{"Tandem: CPU data-parallel training throughput and collective latency"};
   app.option_defaults()->always_capture_default();
   app.add_option("--mode", c.mode, "threads (one process) or mpi (started by mpirun)");
@@ -317,6 +353,8 @@ int main(int argc, char** argv) {
   app.add_option("--overlap", overlap, "both, on or off: all-reduce during backward or after");
   app.add_option("--bucket_mb", bucket_mb, "gradient bucket sizes in MiB, comma-separated");
   app.add_option("--hidden", hidden, "hidden layer sizes, comma-separated");
+  app.add_option("--precision", precision,
+                 "fp32 or bf16 (bfloat16 activations and GEMMs, float32 master weights)");
   app.add_option("--batch_size", c.batch_size, "global batch, split across workers");
   app.add_option("--steps", c.steps, "timed steps per run");
   app.add_option("--repeats", c.repeats, "timed runs per configuration (median reported)");
@@ -337,13 +375,8 @@ int main(int argc, char** argv) {
                                    : std::vector<bool>{overlap == "on"};
     c.bucket_mbs = bench::ParseDoubleList(bucket_mb, "--bucket_mb");
     c.hidden = bench::ParseIntList(hidden, "--hidden");
-    TANDEM_CHECK(c.steps >= 1 && c.warmup >= 1 && c.repeats >= 1)
-        << "--steps, --repeats and --warmup must be at least 1, got " << c.steps << ", "
-        << c.repeats << " and " << c.warmup;
-    TANDEM_CHECK(c.comm_iters >= 1) << "--comm_iters must be at least 1";
-    TANDEM_CHECK(c.small_bytes >= 4 && c.small_bytes % 4 == 0 && c.large_bytes >= 4 &&
-                 c.large_bytes % 4 == 0)
-        << "--small_bytes and --large_bytes must be positive multiples of 4";
+    c.precision = ParsePrecision(precision);
+    CheckCounts(c);
 
     cpu::SetCpuThreads(c.cpu_threads);
     const std::string backend = GetBackend(Device::Cpu()).Describe();
@@ -375,9 +408,9 @@ int main(int argc, char** argv) {
               << hidden << "-10 (" << rows[0].Get("params") << " params), global batch "
               << c.batch_size << ", " << c.repeats << " runs of " << c.steps
               << " timed steps after " << c.warmup << " warm-up steps";
-      results.PrintTable({"mode", "workers", "cpu_threads", "overlap", "bucket_mb", "buckets",
-                          "step_ms", "step_ms_min", "samples_per_s", "gflops",
-                          "gflops_per_core", "comm_wait_ms", "ar_small_us",
+      results.PrintTable({"mode", "precision", "workers", "cpu_threads", "overlap",
+                          "bucket_mb", "buckets", "step_ms", "step_ms_min", "samples_per_s",
+                          "gflops", "gflops_per_core", "comm_wait_ms", "ar_small_us",
                           "ar_large_us", "ar_large_GBps", "barrier_us", "replicas"},
                          caption.str());
     }

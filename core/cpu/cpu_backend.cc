@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cpu/bf16_convert.h"
 #include "core/cpu/cpu_allocator.h"
 #include "core/cpu/cpu_gemm.h"
 #include "core/cpu/cpu_gemm_bf16.h"
@@ -24,7 +25,13 @@ namespace {
 
 void Widen(const IntraOp& intra, const uint16_t* bits, float* out, int64_t n) {
   intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = BFloat16BitsToFloat(bits[i]);
+    WidenBFloat16(bits + begin, out + begin, end - begin);
+  });
+}
+
+void Round(const IntraOp& intra, const float* in, uint16_t* bits, int64_t n) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
+    RoundToBFloat16(in + begin, bits + begin, end - begin);
   });
 }
 
@@ -108,12 +115,7 @@ class Out {
     ptr_ = copy_->data();
   }
   ~Out() {
-    if (!copy_) return;
-    const float* from = copy_->data();
-    uint16_t* bits = static_cast<uint16_t*>(p_.data);
-    intra_.ForRanges(n_, kPieceElements, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(from[i]);
-    });
+    if (copy_) Round(intra_, copy_->data(), static_cast<uint16_t*>(p_.data), n_);
   }
   Out(const Out&) = delete;
   Out& operator=(const Out&) = delete;
@@ -204,9 +206,9 @@ class CpuBackend : public Backend {
       In from(intra(), c, m * n);
       std::copy(from.get(), from.get() + m * n, out.get());
     }
-    if (a.dtype == DType::kBFloat16 && b.dtype == DType::kBFloat16 && bf16_gemm_fast_) {
+    if (a.dtype == DType::kBFloat16 && b.dtype == DType::kBFloat16) {
       // Note [bfloat16 GEMMs on the CPU] in cpu_gemm_bf16.h.
-      cpu::GemmBf16(pool_, intra().threads, trans_a, trans_b, m, n, k, alpha,
+      cpu::GemmBf16(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k, alpha,
                     static_cast<const uint16_t*>(a.data), static_cast<const uint16_t*>(b.data),
                     beta, out.get());
     } else {
@@ -260,6 +262,14 @@ class CpuBackend : public Backend {
   }
 
   void Cast(const Lane&, CPtr src, Ptr dst, int64_t n) override {
+    if (src.dtype == DType::kFloat32 && dst.dtype == DType::kBFloat16) {
+      return Round(intra(), static_cast<const float*>(src.data), static_cast<uint16_t*>(dst.data),
+                   n);
+    }
+    if (src.dtype == DType::kBFloat16 && dst.dtype == DType::kFloat32) {
+      return Widen(intra(), static_cast<const uint16_t*>(src.data), static_cast<float*>(dst.data),
+                   n);
+    }
     In S(intra(), src, n);
     Out D(intra(), dst, n, false);
     math::Copy(intra(), S.get(), D.get(), n);
@@ -413,7 +423,6 @@ class CpuBackend : public Backend {
   CpuAllocator allocator_;
   CpuLane lane_;
   const GemmLibrary gemm_library_ = GemmLibraryFromEnvironment();
-  const bool bf16_gemm_fast_ = Bf16GemmFast();
   // Intra-op threads, shared by every thread calling the context.
   ThreadPool pool_;
 };

@@ -143,6 +143,16 @@ GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k) {
   return plan;
 }
 
+void GemmBlock(GemmLibrary library, const GemmOperands<float>& g, float alpha, float beta) {
+  if (library == GemmLibrary::kOneDnn) {
+    OneDnnMatmul(g, alpha, beta);
+  } else if (library == GemmLibrary::kOpenBlas) {
+    OpenBlasBlock(g, alpha, beta);
+  } else {
+    EigenBlock(g, alpha, beta);
+  }
+}
+
 void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool trans_b,
           int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c) {
@@ -152,15 +162,7 @@ void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool
       << "GEMM on OpenBLAS: " << LoadedOpenBlas().error
       << "; install libopenblas-pthread-dev or set TANDEM_CPU_GEMM=eigen";
   RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
-                [&](const Block& g) {
-                  if (library == GemmLibrary::kOneDnn) {
-                    OneDnnMatmul(g, alpha, beta);
-                  } else if (library == GemmLibrary::kOpenBlas) {
-                    OpenBlasBlock(g, alpha, beta);
-                  } else {
-                    EigenBlock(g, alpha, beta);
-                  }
-                });
+                [&](const Block& g) { GemmBlock(library, g, alpha, beta); });
 }
 
 }  // namespace cpu

@@ -129,6 +129,10 @@ void RunGemmBlocks(ThreadPool& pool, int threads, const GemmOperands<T>& whole,
 // beta is 0.
 void ScaleOnly(int64_t m, int64_t n, float beta, float* c);
 
+// One library call: c = alpha op(a) op(b) + beta c on g's operands (a block
+// of RunGemmBlocks, or a whole GEMM); c is not read when beta is 0.
+void GemmBlock(GemmLibrary library, const GemmOperands<float>& g, float alpha, float beta);
+
 // c = alpha op(a) op(b) + beta c, c [m, n]; c is not read when beta is 0.
 // Stored shapes: a is [m, k] or, with trans_a, [k, m]; b is [k, n] or, with
 // trans_b, [n, k]. Runs PlanGemm's blocks on up to `threads` threads of

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cpu/bf16_convert.h"
 #include "core/dtype.h"
 #include "core/kernel_math.h"
 
@@ -231,8 +232,7 @@ void WriteWorking(const float* param, Ptr working, int64_t begin, int64_t end) {
     std::copy(param + begin, param + end, static_cast<float*>(working.data) + begin);
     return;
   }
-  uint16_t* bits = static_cast<uint16_t*>(working.data);
-  for (int64_t i = begin; i < end; ++i) bits[i] = FloatToBFloat16Bits(param[i]);
+  RoundToBFloat16(param + begin, static_cast<uint16_t*>(working.data) + begin, end - begin);
 }
 
 }  // namespace

@@ -1,0 +1,108 @@
+#include "core/cpu/bf16_convert.h"
+
+#include <cstring>
+
+#include "core/check.h"
+
+namespace tandem {
+namespace cpu {
+namespace {
+
+// The loops, written so that GCC vectorises them (no branch: the NaN case is
+// a select); inlined into a variant per instruction set below. The same
+// arithmetic as FloatToBFloat16Bits and BFloat16BitsToFloat.
+inline __attribute__((always_inline)) void RoundLoop(const float* __restrict in,
+                                                     uint16_t* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, in + i, sizeof(bits));
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    const uint32_t quiet = (bits >> 16) | 0x40u;
+    const bool nan = static_cast<int32_t>(bits & 0x7fffffffu) > 0x7f800000;
+    out[i] = static_cast<uint16_t>(nan ? quiet : rounded);
+  }
+}
+
+inline __attribute__((always_inline)) void WidenLoop(const uint16_t* __restrict in,
+                                                     float* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(in[i]) << 16;
+    std::memcpy(out + i, &bits, sizeof(bits));
+  }
+}
+
+void RoundBuild(const float* in, uint16_t* out, int64_t n) { RoundLoop(in, out, n); }
+void WidenBuild(const uint16_t* in, float* out, int64_t n) { WidenLoop(in, out, n); }
+
+#if defined(__x86_64__)
+#define TANDEM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+TANDEM_AVX512 void RoundAvx512(const float* in, uint16_t* out, int64_t n) {
+  RoundLoop(in, out, n);
+}
+TANDEM_AVX512 void WidenAvx512(const uint16_t* in, float* out, int64_t n) {
+  WidenLoop(in, out, n);
+}
+#undef TANDEM_AVX512
+#endif
+
+bool DetectAvx512() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#else
+  return false;
+#endif
+}
+
+ConversionIsa Chosen() {
+  static const ConversionIsa isa = DetectAvx512() ? ConversionIsa::kAvx512 : ConversionIsa::kBuild;
+  return isa;
+}
+
+}  // namespace
+
+bool HasAvx512Conversions() { return DetectAvx512(); }
+
+const char* ConversionVectors() {
+  return Chosen() == ConversionIsa::kAvx512 ? "AVX-512" : "build";
+}
+
+void RoundToBFloat16With(ConversionIsa isa, const float* in, uint16_t* out, int64_t n) {
+#if defined(__x86_64__)
+  if (isa == ConversionIsa::kAvx512) {
+    TANDEM_CHECK(HasAvx512Conversions()) << "RoundToBFloat16With: this CPU has no AVX-512 BW";
+    return RoundAvx512(in, out, n);
+  }
+#else
+  TANDEM_CHECK(isa == ConversionIsa::kBuild) << "RoundToBFloat16With: AVX-512 needs x86-64";
+#endif
+  RoundBuild(in, out, n);
+}
+
+void WidenBFloat16With(ConversionIsa isa, const uint16_t* in, float* out, int64_t n) {
+#if defined(__x86_64__)
+  if (isa == ConversionIsa::kAvx512) {
+    TANDEM_CHECK(HasAvx512Conversions()) << "WidenBFloat16With: this CPU has no AVX-512 BW";
+    return WidenAvx512(in, out, n);
+  }
+#else
+  TANDEM_CHECK(isa == ConversionIsa::kBuild) << "WidenBFloat16With: AVX-512 needs x86-64";
+#endif
+  WidenBuild(in, out, n);
+}
+
+void RoundToBFloat16(const float* in, uint16_t* out, int64_t n) {
+#if defined(__x86_64__)
+  if (Chosen() == ConversionIsa::kAvx512) return RoundAvx512(in, out, n);
+#endif
+  RoundBuild(in, out, n);
+}
+
+void WidenBFloat16(const uint16_t* in, float* out, int64_t n) {
+#if defined(__x86_64__)
+  if (Chosen() == ConversionIsa::kAvx512) return WidenAvx512(in, out, n);
+#endif
+  WidenBuild(in, out, n);
+}
+
+}  // namespace cpu
+}  // namespace tandem
