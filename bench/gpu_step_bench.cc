@@ -18,16 +18,18 @@
 // (bfloat16 activations and GEMMs, float32 masters and gradients; the input
 // batches stay float32 and the first layer casts them, as autocast does).
 // The 8192^3 GEMM rate of each precision is measured in the same process
-// (--no_gemm skips it), at once (a burst of about 100 ms), and the run's
-// own precision's again after --gemm_sustain_ms of the same GEMM back to
-// back (sustained: under load the H200 holds its power limit at a lower
-// clock, as during the timed steps). Each row gives its step's share of its
-// precision's rate (pct_gemm, and pct_gemm_sustained) and the peak of the
-// allocator's bytes in use for that configuration (peak_mb). --grads picks
-// how the step handles gradients: fused_sgd (the default; Sgd::in_backward, plain SGD
-// applied by each layer's weight-gradient GEMM), overwrite (Backward
-// writes gradients, Sgd::Step applies them, no ZeroGrad) or accumulate
-// (ZeroGrad, Backward adds into gradients, Sgd::Step: the textbook loop).
+// (--no_gemm skips it), at once (a burst of about 100 ms), and the run's own
+// precision's again after --gemm_sustain_ms of the same GEMM back to back
+// (sustained: under load the H200 holds its power limit at a lower clock, as
+// during the timed steps; --target_ms=20 --cool_ms=1000 instead times the
+// steps in a burst too, each burst after a second of idling). Each row gives
+// its step's share of its precision's rate (pct_gemm, and
+// pct_gemm_sustained) and the peak of the allocator's bytes in use for that
+// configuration (peak_mb). --grads picks how the step handles gradients:
+// fused_sgd (the default; Sgd::in_backward, plain SGD applied by each
+// layer's weight-gradient GEMM), overwrite (Backward writes gradients,
+// Sgd::Step applies them, no ZeroGrad) or accumulate (ZeroGrad, Backward
+// adds into gradients, Sgd::Step: the textbook loop).
 //
 // Timing: --warmup untimed steps, then --repeats runs of --steps steps, each
 // run timed with CUDA events recorded on the main lane's stream
@@ -52,24 +54,22 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/gpu_step_common.h"
+#include "bench/gpu_step_gemms.h"
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/cuda_check.h"
-#include "core/cuda/event.h"
-#include "core/ops.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "layers/layer.h"
@@ -80,74 +80,8 @@
 #include "layers/precision.h"
 
 namespace tandem {
+namespace bench_step {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct ModelSpec {
-  std::string name;
-  std::vector<int64_t> sizes;  // {in, hidden..., out}
-  bool one_hot_targets;
-  std::vector<int64_t> default_batches;
-};
-
-ModelSpec LargeModel() {
-  return {"large", {1024, 4096, 4096, 4096, 4096, 1024}, false, {512, 4096}};
-}
-ModelSpec SmallModel() { return {"small", {784, 1024, 1024, 10}, true, {256}}; }
-
-struct Options {
-  int warmup = 5;
-  int steps = 0;  // 0: enough for about --target_ms per run
-  double target_ms = 200;
-  int repeats = 5;
-  int sets = 4;
-  int check_steps = 8;
-  bool graph = false;
-  bool gemm = true;
-  // fp32, tf32 or bf16 (layers/precision.h); --tf32 means tf32.
-  Precision precision = Precision::kFp32;
-  int64_t sgemm_size = 8192;
-  // After the burst rates, --precision's square GEMM rate again once the
-  // GPU has run it back to back this long (0: not measured).
-  double sustain_ms = 3000;
-  float lr = 1e-3f;
-  uint64_t seed = 42;
-  // How Backward writes gradients (BackwardArgs): accumulate (ZeroGrad, then
-  // Backward adds, then Sgd::Step), overwrite (no ZeroGrad) or fused_sgd
-  // (Sgd::in_backward: no gradients, no Step pass).
-  std::string grads = "fused_sgd";
-  // Where the weight gradients (or updates) run: side (beside the
-  // input-gradient GEMMs, BackwardArgs::For) or main (one lane: a layer's
-  // Backward then drops its input and dz as it returns).
-  std::string param_lane = "side";
-};
-
-const Device kDevice = Device::Cuda(0);
-
-cudaStream_t Stream() { return cuda::NativeStream(GetBackend(kDevice).main_lane()); }
-
-int64_t CudaMallocCount() {
-  return GetBackend(kDevice).allocator().stats().system_allocations;
-}
-
-// N(0, 1) values on the device. Large tensors repeat a random block of 2^20
-// values (generated on the host, copied on the device): random enough for
-// timing, without seconds of host-side sampling.
-Tensor RandomTensor(const Shape& shape, Rng& rng) {
-  Tensor t = Tensor::Empty(shape, kDevice);
-  Tensor flat = t.Flatten();
-  const int64_t n = t.numel();
-  const int64_t block = std::min<int64_t>(n, int64_t{1} << 20);
-  std::vector<float> host(static_cast<size_t>(block));
-  for (float& v : host) v = rng.Normal();
-  flat.Slice(0, block).CopyFrom(Tensor::FromVector(host, {block}));
-  for (int64_t offset = block; offset < n; offset += block) {
-    const int64_t len = std::min(block, n - offset);
-    flat.Slice(offset, offset + len).CopyFrom(flat.Slice(0, len));
-  }
-  return t;
-}
 
 // Inputs and targets, `sets` batches of each.
 struct Batches {
@@ -335,151 +269,6 @@ StepGraphs CaptureSteps(Trainer& trainer, const Batches& data, int first) {
   return g;
 }
 
-// Median over `repeats` runs of `steps` calls of `step(k)` (k counts on
-// across runs), timed with events on the main lane's stream.
-struct Timing {
-  double gpu_ms = 0;   // per step, between events on the stream
-  double host_ms = 0;  // per step, to enqueue
-  int steps = 0;
-};
-
-Timing TimeSteps(int steps, int repeats, int& k, const std::function<void(int)>& step) {
-  cuda::Event start = cuda::Event::Timing(), stop = cuda::Event::Timing();
-  std::vector<double> gpu, host;
-  for (int r = 0; r < repeats; ++r) {
-    start.Record(Stream());
-    const auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) step(k++);
-    host.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count() /
-                   steps);
-    stop.Record(Stream());
-    gpu.push_back(stop.ElapsedMsSince(start) / steps);
-  }
-  return {bench::Median(gpu), bench::Median(host), steps};
-}
-
-// Steps per run: --steps, or enough for about --target_ms.
-int StepsFor(const Options& o, double step_ms) {
-  if (o.steps > 0) return o.steps;
-  return static_cast<int>(std::clamp(o.target_ms / std::max(step_ms, 1e-3), 10.0, 2000.0));
-}
-
-// ---------------------------------------------------------------------------
-// GEMMs alone.
-
-struct GemmShape {
-  int64_t m, n, k;
-  bool trans_a, trans_b;
-  float beta;
-  // fp32, tf32 (float32 operands on TF32 tensor cores) or bf16 (bfloat16
-  // operands, float32 accumulation; out_f32: a float32 result, as a
-  // weight-gradient GEMM writes).
-  Precision precision = Precision::kFp32;
-  bool out_f32 = false;
-  bool operator<(const GemmShape& o) const {
-    return std::tie(m, n, k, trans_a, trans_b, beta, precision, out_f32) <
-           std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.beta, o.precision, o.out_f32);
-  }
-};
-
-Tensor InDType(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
-  ops::Cast(t, cast);
-  return cast;
-}
-
-// Median time of one ops::Gemm of `shape` on the main lane, in runs of
-// about `run_ms`, after `load_ms` of the same GEMM back to back (0: none;
-// with it, the rate the GPU keeps up under load, as during the timed steps).
-double TimeGemmMs(const GemmShape& s, const Options& o, Rng& rng, double load_ms = 0,
-                  double run_ms = 20) {
-  const DType in = s.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
-  const DType out = s.out_f32 ? DType::kFloat32 : in;
-  Tensor a = InDType(RandomTensor(s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, rng), in);
-  Tensor b = InDType(RandomTensor(s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, rng), in);
-  Tensor c = InDType(RandomTensor({s.m, s.n}, rng), out);
-  ops::GemmOptions options;
-  options.beta = s.beta;
-  options.tf32 = s.precision == Precision::kTf32;
-  auto gemm = [&](int) { ops::Gemm(a, s.trans_a, b, s.trans_b, c, options); };
-  int k = 0;
-  // Also the warm-up.
-  const double one_ms = std::max(TimeSteps(3, 1, k, gemm).gpu_ms, 1e-3);
-  if (load_ms > 0) TimeSteps(static_cast<int>(std::ceil(load_ms / one_ms)), 1, k, gemm);
-  const int iters = static_cast<int>(std::clamp(run_ms / one_ms, 3.0, 100 * run_ms));
-  return TimeSteps(iters, o.repeats, k, gemm).gpu_ms;
-}
-
-double Tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
-
-// The memory ceiling: a device-to-device copy of `bytes`, counting bytes
-// read plus bytes written.
-double CopyGBps(int64_t bytes, const Options& o) {
-  const int64_t n = bytes / 4;
-  Tensor src = Tensor::Empty({n}, kDevice), dst = Tensor::Empty({n}, kDevice);
-  ops::Fill(src, 1.f);
-  int k = 0;
-  const double ms = TimeSteps(10, o.repeats, k, [&](int) { dst.CopyFrom(src); }).gpu_ms;
-  return 2.0 * static_cast<double>(n) * 4 / (ms * 1e-3) / 1e9;
-}
-
-class GemmTimer {
- public:
-  explicit GemmTimer(const Options& o) : options_(o), rng_(o.seed + 7) {}
-
-  double Ms(const GemmShape& s) {
-    auto it = cache_.find(s);
-    if (it != cache_.end()) return it->second;
-    const double ms = TimeGemmMs(s, options_, rng_);
-    cache_[s] = ms;
-    return ms;
-  }
-
- private:
-  const Options& options_;
-  Rng rng_;
-  std::map<GemmShape, double> cache_;
-};
-
-struct GemmSum {
-  double all_ms = 0;  // every GEMM the step issues
-};
-
-// The GEMMs of each Linear layer, as layers/linear.cc issues them:
-//   forward  y[B,out]  = x[B,in] W[out,in]^T
-//   dW       dW[out,in] += dz[B,out]^T x[B,in]        (beta 1: accumulates)
-//   dx       dx[B,in]  = dz[B,out] W[out,in]          (not for the first
-//            layer: its input is data, BackwardArgs::input_grad is false)
-GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, Precision spec_precision,
-                   GemmTimer& timer, bench::ResultPrinter& results) {
-  GemmSum sum;
-  for (size_t l = 0; l + 1 < spec.sizes.size(); ++l) {
-    const int64_t in = spec.sizes[l], outf = spec.sizes[l + 1];
-    const struct {
-      const char* kind;
-      GemmShape shape;
-    } gemms[] = {
-        {"fwd", {batch, outf, in, false, true, 0.f, spec_precision, false}},
-        {"dW", {outf, in, batch, true, false, 1.f, spec_precision, true}},
-        {"dx", {batch, in, outf, false, false, 0.f, spec_precision, false}},
-    };
-    for (const auto& g : gemms) {
-      if (l == 0 && std::string(g.kind) == "dx") continue;
-      const double ms = timer.Ms(g.shape);
-      sum.all_ms += ms;
-      bench::Row row("gemm");
-      row.Add("bench", "gpu_step").Add("model", spec.name).Add("batch", batch)
-          .Add("layer", "fc" + std::to_string(l + 1)).Add("kind", g.kind)
-          .Add("m", g.shape.m).Add("n", g.shape.n).Add("k", g.shape.k)
-          .Add("ms", ms, 4)
-          .Add("tflops", Tflops(2.0 * g.shape.m * g.shape.n * g.shape.k, ms), 2);
-      results.Print(row);
-    }
-  }
-  return sum;
-}
-
 // ---------------------------------------------------------------------------
 // One model at one batch size.
 
@@ -555,87 +344,6 @@ bench::Row CheckGraph(const ModelSpec& spec, int64_t batch, const Batches& data,
   return row;
 }
 
-// The 8192^3 GEMM rates of this run, per precision (0: not measured).
-struct GemmRates {
-  double fp32 = 0, tf32 = 0, bf16 = 0;
-  double For(Precision p) const {
-    return p == Precision::kBf16 ? bf16 : p == Precision::kTf32 ? tf32 : fp32;
-  }
-  void Set(Precision p, double tflops) {
-    (p == Precision::kBf16 ? bf16 : p == Precision::kTf32 ? tf32 : fp32) = tflops;
-  }
-};
-
-// What a step is compared with: the square GEMM rates at once and
-// sustained, and the device-to-device copy bandwidth (0: not measured).
-struct References {
-  GemmRates rates, sustained;
-  double copy_gbps = 0;
-};
-
-// The square GEMM rate of the run's precision after o.sustain_ms of load,
-// timed in runs of about 200 ms, as a "gemm" row named "..._sustained".
-void MeasureSustainedRate(const Options& o, bench::ResultPrinter& results, GemmRates& rates) {
-  Rng rng(o.seed + 11);
-  const int64_t s = o.sgemm_size;
-  const Precision p = o.precision;
-  const double ms = TimeGemmMs({s, s, s, false, false, 0.f, p, false}, o, rng, o.sustain_ms, 200);
-  const double tflops = Tflops(2.0 * s * s * s, ms);
-  rates.Set(p, tflops);
-  bench::Row row("gemm");
-  row.Add("bench", "gpu_step")
-      .Add("name", std::string(PrecisionName(p)) + "_gemm_" + std::to_string(s) + "_sustained")
-      .Add("m", s).Add("n", s).Add("k", s).Add("precision", PrecisionName(p))
-      .Add("sustain_ms", o.sustain_ms, 0).Add("ms", ms, 4).Add("tflops", tflops, 2);
-  results.Print(row);
-}
-
-// The square GEMM rate of every precision (at once; the run's own precision
-// also sustained) and the device-to-device copy bandwidth, printed as
-// "gemm" and "copy" rows.
-References MeasureReferences(const Options& o, GemmTimer& timer, bench::ResultPrinter& results) {
-  References refs;
-  const int64_t s = o.sgemm_size;
-  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
-    const double ms = timer.Ms({s, s, s, false, false, 0.f, p, false});
-    const double tflops = Tflops(2.0 * s * s * s, ms);
-    refs.rates.Set(p, tflops);
-    bench::Row row("gemm");
-    // "sgemm_8192" as before for float32, "tf32_gemm_8192", "bf16_gemm_8192".
-    const std::string name = p == Precision::kFp32 ? std::string("sgemm_")
-                                                    : std::string(PrecisionName(p)) + "_gemm_";
-    row.Add("bench", "gpu_step").Add("name", name + std::to_string(s))
-        .Add("m", s).Add("n", s).Add("k", s).Add("precision", PrecisionName(p))
-        .Add("ms", ms, 4).Add("tflops", tflops, 2);
-    results.Print(row);
-  }
-  if (o.sustain_ms > 0) MeasureSustainedRate(o, results, refs.sustained);
-  const int64_t copy_bytes = int64_t{1} << 30;
-  refs.copy_gbps = CopyGBps(copy_bytes, o);
-  bench::Row copy("copy");
-  copy.Add("bench", "gpu_step").Add("name", "d2d_1GiB").Add("bytes", copy_bytes)
-      .Add("GBps_read_plus_write", refs.copy_gbps, 0);
-  results.Print(copy);
-  return refs;
-}
-
-// A step's share of each reference rate measured: pct_sgemm (float32),
-// pct_gemm (its precision's), pct_gemm_sustained.
-void AddRateShares(bench::Row& row, double step_tflops, Precision precision,
-                   const References& refs) {
-  const GemmRates& rates = refs.rates;
-  if (rates.fp32 > 0) {
-    row.Add("sgemm_tflops", rates.fp32, 2).Add("pct_sgemm", 100.0 * step_tflops / rates.fp32, 1);
-  }
-  const double ref = rates.For(precision);
-  if (ref > 0) row.Add("gemm_tflops", ref, 2).Add("pct_gemm", 100.0 * step_tflops / ref, 1);
-  const double kept = refs.sustained.For(precision);
-  if (kept > 0) {
-    row.Add("gemm_sustained_tflops", kept, 2)
-        .Add("pct_gemm_sustained", 100.0 * step_tflops / kept, 1);
-  }
-}
-
 // Prints the model's rows (the eager and graph ones kept for the table);
 // a failed graph check clears checks_ok.
 void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const References& refs,
@@ -669,7 +377,7 @@ void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const Refe
         .Add("batch", batch).Add("mode", mode).Add("grads", o.grads).Add("param_lane", o.param_lane)
         .Add("params", params)
         .Add("precision", PrecisionName(o.precision)).Add("steps", t.steps)
-        .Add("repeats", o.repeats)
+        .Add("repeats", o.repeats).Add("cool_ms", o.cool_ms, 0)
         .Add("step_ms", t.gpu_ms, 4)
         .Add("samples_per_s", batch / (t.gpu_ms * 1e-3), 0)
         .Add("tflops", Tflops(flops, t.gpu_ms), 2);
@@ -690,6 +398,7 @@ void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const Refe
   };
 
   int64_t mallocs = CudaMallocCount();
+  Cool(o);
   const Timing eager = TimeSteps(steps, o.repeats, k, eager_step);
   report("eager", eager, CudaMallocCount() - mallocs, -1, -1, loss.Item());
 
@@ -704,6 +413,7 @@ void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const Refe
     auto replay = [&](int i) { g.graphs[i % o.sets]->Launch(Stream()); };
     TimeSteps(std::max(3, 2 * o.sets), 1, k, replay);  // first launches upload each graph
     mallocs = CudaMallocCount();
+    Cool(o);
     const Timing graphed = TimeSteps(steps, o.repeats, k, replay);
     const int64_t graph_mallocs = CudaMallocCount() - mallocs;
     report("graph", graphed, graph_mallocs, g.graphs[0]->nodes(), g.graphs[0]->kernel_nodes(),
@@ -716,11 +426,26 @@ void RunModel(const ModelSpec& spec, int64_t batch, const Options& o, const Refe
   }
 }
 
+// The flags' checks, in this order (the last: a GPU is visible).
+void CheckFlags(const std::string& model, const Options& o) {
+  TANDEM_CHECK(model == "large" || model == "small" || model == "all")
+      << "--model must be large, small or all, got '" << model << "'";
+  TANDEM_CHECK(o.warmup >= 3) << "--warmup must be at least 3 (the allocator's "
+                                 "cache must be warm before a graph capture), got "
+                              << o.warmup;
+  TANDEM_CHECK(o.repeats >= 1 && o.sets >= 1 && o.steps >= 0)
+      << "--repeats and --sets must be at least 1 and --steps not negative";
+  TANDEM_CHECK(CudaDeviceCount() > 0) << "gpu_step_bench needs a GPU: "
+                                      << CudaUnavailableReason();
+}
+
 }  // namespace
+}  // namespace bench_step
 }  // namespace tandem
 
 int main(int argc, char** argv) {
   using namespace tandem;
+  using namespace tandem::bench_step;
   Options o;
   std::string model = "all", batches;
   CLI::App app{"Tandem: single-GPU MLP training step vs the cuBLAS SGEMM rate"};
@@ -746,6 +471,9 @@ int main(int argc, char** argv) {
   app.add_option("--gemm_sustain_ms", o.sustain_ms,
                  "also measure the square GEMM rate of --precision after this many ms of it "
                  "back to back (0: not)");
+  app.add_option("--cool_ms", o.cool_ms,
+                 "idle the GPU this long before each burst GEMM rate and before the timed "
+                 "steps (0: not)");
   app.add_option("--lr", o.lr, "SGD learning rate");
   app.add_option("--grads", o.grads,
                  "accumulate (ZeroGrad + Step), overwrite (no ZeroGrad) or fused_sgd "
@@ -757,15 +485,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   return bench::RunMain([&] {
-    TANDEM_CHECK(model == "large" || model == "small" || model == "all")
-        << "--model must be large, small or all, got '" << model << "'";
-    TANDEM_CHECK(o.warmup >= 3) << "--warmup must be at least 3 (the allocator's "
-                                   "cache must be warm before a graph capture), got "
-                                << o.warmup;
-    TANDEM_CHECK(o.repeats >= 1 && o.sets >= 1 && o.steps >= 0)
-        << "--repeats and --sets must be at least 1 and --steps not negative";
-    TANDEM_CHECK(CudaDeviceCount() > 0) << "gpu_step_bench needs a GPU: "
-                                        << CudaUnavailableReason();
+    CheckFlags(model, o);
     cuda::SetCurrentDevice(0);
     o.precision = tf32 ? Precision::kTf32 : ParsePrecision(precision);
     std::cout << "device: " << GetBackend(kDevice).Describe() << "\n"
@@ -790,18 +510,7 @@ int main(int argc, char** argv) {
     results.PrintTable({"model", "batch", "precision", "mode", "step_ms", "samples_per_s",
                         "tflops", "pct_gemm", "gemm_sum_ms", "gemm_share", "host_ms",
                         "peak_mb"});
-    if (o.gemm) {
-      const GemmRates& rates = refs.rates;
-      std::cout << "gemm " << o.sgemm_size << "^3 TFLOP/s: fp32 " << bench::Fixed(rates.fp32, 2)
-                << ", tf32 " << bench::Fixed(rates.tf32, 2) << ", bf16 "
-                << bench::Fixed(rates.bf16, 2) << "; device-to-device copy "
-                << bench::Fixed(refs.copy_gbps, 0) << " GB/s (read + write)\n";
-      if (o.sustain_ms > 0) {
-        std::cout << "gemm " << o.sgemm_size << "^3 TFLOP/s in " << PrecisionName(o.precision)
-                  << " after " << bench::Fixed(o.sustain_ms, 0) << " ms of load: "
-                  << bench::Fixed(refs.sustained.For(o.precision), 2) << "\n";
-      }
-    }
+    if (o.gemm) PrintReferenceSummary(o, refs);
     if (!checks_ok) {
       std::cerr << "error: a graph-vs-eager check failed (see the check lines)" << std::endl;
       return 2;

@@ -11,7 +11,9 @@ precision measured in its own process (at once, and "sustained": after
 seconds of load, where the GPU holds its power limit with a lower clock),
 and both peak memories; then the goals below, each PASS or FAIL, judged
 against the rates measured at once, and the same shares of the sustained
-rates beside them. A missing configuration is an error (exit 2).
+rates beside them; rows timed in bursts after idling (gpu_step_bench
+--cool_ms) are listed last, beside their own burst rates. A missing
+configuration is an error (exit 2).
 
 Goals (one H200):
   bf16 large/4096: >= 80% of the bf16 GEMM rate, and >= 1.15x PyTorch autocast
@@ -28,7 +30,9 @@ CONFIGS = [(m, b, p) for p in ("fp32", "tf32", "bf16")
 
 
 def read(paths):
-    results = {}
+    """The eager rows: those timed as usual, and those timed in bursts after
+    idling (gpu_step_bench --cool_ms > 0), apart."""
+    results, bursts = {}, {}
     for path in paths:
         for line in open(path):
             fields = dict(re.findall(r"(\w+)=(\S+)", line))
@@ -36,8 +40,8 @@ def read(paths):
                 continue
             key = (fields["impl"], fields["model"], int(fields["batch"]),
                    fields.get("precision", "fp32"))
-            results[key] = fields
-    return results
+            (bursts if float(fields.get("cool_ms", 0)) > 0 else results)[key] = fields
+    return results, bursts
 
 
 def goals(results):
@@ -66,7 +70,7 @@ def goals(results):
 
 
 def main(paths):
-    results = read(paths)
+    results, bursts = read(paths)
     missing = [f"{impl} {m}/{b} {p}" for m, b, p in CONFIGS for impl in ("tandem", "torch")
                if (impl, m, b, p) not in results]
     if missing:
@@ -95,6 +99,10 @@ def main(paths):
         if "pct_gemm_sustained" in t:
             print(f"beside: {p} large/4096 is {t['pct_gemm_sustained']}% of the sustained "
                   f"{p} GEMM rate ({t['gemm_sustained_tflops']} TFLOP/s)")
+    for (impl, m, b, p), t in sorted(bursts.items()):
+        print(f"beside: {impl} {p} {m}/{b} timed in bursts after {t['cool_ms']} ms idle: "
+              f"{t['step_ms']} ms, {t.get('pct_gemm', '-')}% of the {p} GEMM rate measured "
+              f"so ({t.get('gemm_tflops', '-')} TFLOP/s)")
     print(f"precision_summary: {len(CONFIGS)} configurations, "
           f"{'every goal met' if not failed else f'{failed} goal(s) missed'}")
     return 0
