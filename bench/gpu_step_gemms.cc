@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "core/backend_registry.h"
 #include "core/dtype.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -83,6 +84,11 @@ double GemmTimer::Ms(const GemmShape& s) {
 GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, Precision spec_precision,
                    GemmTimer& timer, bench::ResultPrinter& results) {
   GemmSum sum;
+  // dW reads dz^T from a transposed copy where the backend wants one, as the
+  // step does (Backend::GemmWantsATransposed); the copy's pass is not timed.
+  const bool dz_copy = GetBackend(kDevice).GemmWantsATransposed(
+      spec_precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32,
+      spec_precision == Precision::kTf32);
   for (size_t l = 0; l + 1 < spec.sizes.size(); ++l) {
     const int64_t in = spec.sizes[l], outf = spec.sizes[l + 1];
     const struct {
@@ -90,7 +96,7 @@ GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, Precision spec_precisio
       GemmShape shape;
     } gemms[] = {
         {"fwd", {batch, outf, in, false, true, 0.f, spec_precision, false}},
-        {"dW", {outf, in, batch, true, false, 1.f, spec_precision, true}},
+        {"dW", {outf, in, batch, !dz_copy, false, 1.f, spec_precision, true}},
         {"dx", {batch, in, outf, false, false, 0.f, spec_precision, false}},
     };
     for (const auto& g : gemms) {

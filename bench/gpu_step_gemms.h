@@ -61,7 +61,8 @@ struct GemmSum {
 
 // The GEMMs of each Linear layer, as layers/linear.cc issues them:
 //   forward  y[B,out]  = x[B,in] W[out,in]^T
-//   dW       dW[out,in] += dz[B,out]^T x[B,in]        (beta 1: accumulates)
+//   dW       dW[out,in] += dz[B,out]^T x[B,in]        (beta 1: accumulates;
+//            from a transposed copy of dz where the backend wants one)
 //   dx       dx[B,in]  = dz[B,out] W[out,in]          (not for the first
 //            layer: its input is data, BackwardArgs::input_grad is false)
 GemmSum ModelGemms(const ModelSpec& spec, int64_t batch, Precision spec_precision,
