@@ -24,9 +24,11 @@ for lane in side main; do
   done
 done
 # mlp-large/4096 in tf32 and bf16 timed as the burst GEMM rates are: runs of
-# about 20 ms, each rate and the steps after a second of idling.
-for p in tf32 bf16; do
-  "$bin" --model=large --batch=4096 --precision=$p --target_ms=20 --cool_ms=1000 \
+# about 20 ms (5 steps of TF32, 10 of bf16), each rate and the steps after a
+# second of idling.
+for p_steps in tf32:5 bf16:10; do
+  p=${p_steps%:*}; steps=${p_steps#*:}
+  "$bin" --model=large --batch=4096 --precision=$p --steps=$steps --cool_ms=1000 \
     --gemm_sustain_ms=0 > "$out/tandem_burst_$p.log" 2>&1
   echo "tandem burst $p rc=$?"
 done
