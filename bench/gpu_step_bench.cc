@@ -21,15 +21,16 @@
 // (--no_gemm skips it), at once (a burst of about 100 ms), and the run's own
 // precision's again after --gemm_sustain_ms of the same GEMM back to back
 // (sustained: under load the H200 holds its power limit at a lower clock, as
-// during the timed steps; --target_ms=20 --cool_ms=1000 instead times the
-// steps in a burst too, each burst after a second of idling). Each row gives
-// its step's share of its precision's rate (pct_gemm, and
-// pct_gemm_sustained) and the peak of the allocator's bytes in use for that
-// configuration (peak_mb). --grads picks how the step handles gradients:
-// fused_sgd (the default; Sgd::in_backward, plain SGD applied by each
-// layer's weight-gradient GEMM), overwrite (Backward writes gradients,
-// Sgd::Step applies them, no ZeroGrad) or accumulate (ZeroGrad, Backward
-// adds into gradients, Sgd::Step: the textbook loop).
+// during the timed steps; --cool_ms=1000 with runs of about 20 ms, e.g.
+// --steps=5 for a 4 ms step, instead times the steps in bursts too, each
+// after a second of idling). Each row gives its step's share of its
+// precision's rate (pct_gemm, and pct_gemm_sustained) and the peak of the
+// allocator's bytes in use for that configuration (peak_mb).
+// --grads picks how the step handles gradients: fused_sgd (the default;
+// Sgd::in_backward, plain SGD applied by each layer's weight-gradient GEMM),
+// overwrite (Backward writes gradients, Sgd::Step applies them, no
+// ZeroGrad) or accumulate (ZeroGrad, Backward adds into gradients,
+// Sgd::Step: the textbook loop).
 //
 // Timing: --warmup untimed steps, then --repeats runs of --steps steps, each
 // run timed with CUDA events recorded on the main lane's stream

@@ -60,7 +60,7 @@ struct Options {
   // GPU has run it back to back this long (0: not measured).
   double sustain_ms = 3000;
   // The GPU idles this long before each burst rate and before the timed
-  // steps (0: not), so that with a short --target_ms both are timed from
+  // steps (0: not), so that with short runs (--steps) both are timed from
   // the same state of the clock (see the header of bench/gpu_step_bench.cc).
   double cool_ms = 0;
   float lr = 1e-3f;

@@ -34,6 +34,9 @@ inline __attribute__((always_inline)) void WidenLoop(const uint16_t* __restrict 
 void RoundBuild(const float* in, uint16_t* out, int64_t n) { RoundLoop(in, out, n); }
 void WidenBuild(const uint16_t* in, float* out, int64_t n) { WidenLoop(in, out, n); }
 
+using RoundFn = void (*)(const float*, uint16_t*, int64_t);
+using WidenFn = void (*)(const uint16_t*, float*, int64_t);
+
 #if defined(__x86_64__)
 #define TANDEM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 TANDEM_AVX512 void RoundAvx512(const float* in, uint16_t* out, int64_t n) {
@@ -43,6 +46,11 @@ TANDEM_AVX512 void WidenAvx512(const uint16_t* in, float* out, int64_t n) {
   WidenLoop(in, out, n);
 }
 #undef TANDEM_AVX512
+constexpr RoundFn kRoundAvx512 = RoundAvx512;
+constexpr WidenFn kWidenAvx512 = WidenAvx512;
+#else
+constexpr RoundFn kRoundAvx512 = nullptr;
+constexpr WidenFn kWidenAvx512 = nullptr;
 #endif
 
 bool DetectAvx512() {
@@ -58,50 +66,42 @@ ConversionIsa Chosen() {
   return isa;
 }
 
+// `isa`'s variant of a conversion; `name` is the caller, for the error.
+template <typename Fn>
+Fn Variant(ConversionIsa isa, Fn build, Fn avx512, const char* name) {
+  if (isa == ConversionIsa::kBuild) return build;
+  TANDEM_CHECK(avx512 != nullptr && DetectAvx512())
+      << name << ": this CPU has no AVX-512 (F and BW)";
+  return avx512;
+}
+
 }  // namespace
 
 bool HasAvx512Conversions() { return DetectAvx512(); }
 
 const char* ConversionVectors() {
-  return Chosen() == ConversionIsa::kAvx512 ? "AVX-512" : "build";
+  if (Chosen() == ConversionIsa::kAvx512) return "AVX-512";
+#if defined(__AVX2__)
+  return "AVX2";
+#else
+  return "portable";
+#endif
 }
 
 void RoundToBFloat16With(ConversionIsa isa, const float* in, uint16_t* out, int64_t n) {
-#if defined(__x86_64__)
-  if (isa == ConversionIsa::kAvx512) {
-    TANDEM_CHECK(HasAvx512Conversions()) << "RoundToBFloat16With: this CPU has no AVX-512 BW";
-    return RoundAvx512(in, out, n);
-  }
-#else
-  TANDEM_CHECK(isa == ConversionIsa::kBuild) << "RoundToBFloat16With: AVX-512 needs x86-64";
-#endif
-  RoundBuild(in, out, n);
+  Variant(isa, RoundFn{RoundBuild}, kRoundAvx512, "RoundToBFloat16With")(in, out, n);
 }
 
 void WidenBFloat16With(ConversionIsa isa, const uint16_t* in, float* out, int64_t n) {
-#if defined(__x86_64__)
-  if (isa == ConversionIsa::kAvx512) {
-    TANDEM_CHECK(HasAvx512Conversions()) << "WidenBFloat16With: this CPU has no AVX-512 BW";
-    return WidenAvx512(in, out, n);
-  }
-#else
-  TANDEM_CHECK(isa == ConversionIsa::kBuild) << "WidenBFloat16With: AVX-512 needs x86-64";
-#endif
-  WidenBuild(in, out, n);
+  Variant(isa, WidenFn{WidenBuild}, kWidenAvx512, "WidenBFloat16With")(in, out, n);
 }
 
 void RoundToBFloat16(const float* in, uint16_t* out, int64_t n) {
-#if defined(__x86_64__)
-  if (Chosen() == ConversionIsa::kAvx512) return RoundAvx512(in, out, n);
-#endif
-  RoundBuild(in, out, n);
+  RoundToBFloat16With(Chosen(), in, out, n);
 }
 
 void WidenBFloat16(const uint16_t* in, float* out, int64_t n) {
-#if defined(__x86_64__)
-  if (Chosen() == ConversionIsa::kAvx512) return WidenAvx512(in, out, n);
-#endif
-  WidenBuild(in, out, n);
+  WidenBFloat16With(Chosen(), in, out, n);
 }
 
 }  // namespace cpu

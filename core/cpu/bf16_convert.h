@@ -24,7 +24,8 @@ namespace cpu {
 void RoundToBFloat16(const float* in, uint16_t* out, int64_t n);
 void WidenBFloat16(const uint16_t* in, float* out, int64_t n);
 
-// Which loops run here, "AVX-512" or "build" (for tests and benchmarks).
+// Which loops run here: "AVX-512", else the build's, "AVX2" (x86-64) or
+// "portable"; the backend's description names it.
 const char* ConversionVectors();
 
 // The two variants, for tests: kAvx512 needs a CPU with AVX-512 F and BW

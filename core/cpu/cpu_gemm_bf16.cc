@@ -67,7 +67,10 @@ void GemmWidened(GemmLibrary library, ThreadPool& pool, int threads,
 bool Bf16GemmFast() { return OneDnnHasAvx512Bf16(); }
 
 std::string DescribeBf16Gemm() {
-  if (!Bf16GemmFast()) return "float32 GEMM on widened operands";
+  if (!Bf16GemmFast()) {
+    return std::string("float32 GEMM on widened operands (") + ConversionVectors() +
+           " conversions)";
+  }
   return OneDnnVersion() + " (AVX-512 BF16)";
 }
 

@@ -42,7 +42,8 @@ namespace cpu {
 
 // Whether oneDNN multiplies bfloat16 with the CPU's own instructions here.
 bool Bf16GemmFast();
-// E.g. "oneDNN 2.6.3 (AVX-512 BF16)" or "float32 GEMM on widened operands".
+// E.g. "oneDNN 2.6.3 (AVX-512 BF16)" or "float32 GEMM on widened operands
+// (AVX-512 conversions)".
 std::string DescribeBf16Gemm();
 
 // c [m, n] = alpha op(a) op(b) + beta c; a is [m, k] or, with trans_a,

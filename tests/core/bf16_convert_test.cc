@@ -94,7 +94,11 @@ TEST(Bf16ConvertTest, WidenMatchesScalar) {
 }
 
 TEST(Bf16ConvertTest, DispatchPicksTheWidestVectors) {
-  EXPECT_STREQ(ConversionVectors(), HasAvx512Conversions() ? "AVX-512" : "build");
+  if (HasAvx512Conversions()) {
+    EXPECT_STREQ(ConversionVectors(), "AVX-512");
+  } else {
+    EXPECT_STRNE(ConversionVectors(), "AVX-512");
+  }
   const std::vector<float> in = Inputs(100);
   std::vector<uint16_t> dispatched(100), build(100);
   RoundToBFloat16(in.data(), dispatched.data(), 100);
