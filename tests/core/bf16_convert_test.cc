@@ -14,31 +14,28 @@
 
 #include "core/cpu/bf16_convert.h"
 #include "core/dtype.h"
+#include "tests/support/float_bits.h"
 
 namespace tandem {
 namespace cpu {
 namespace {
 
-float FromBits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+using test::FloatFromBits;
 
 // Special values first, then random bit patterns (every exponent).
 std::vector<float> Inputs(int64_t n) {
   std::vector<float> v = {0.f, -0.f, 1.f, -1.f, 0.1f,
-                          FromBits(0x00000001u),   // smallest subnormal
-                          FromBits(0x3f808000u),   // tie, even below: rounds down
-                          FromBits(0x3f818000u),   // tie, odd below: rounds up
-                          FromBits(0x7f7fffffu),   // largest finite: rounds to inf
+                          FloatFromBits(0x00000001u),   // smallest subnormal
+                          FloatFromBits(0x3f808000u),   // tie, even below: rounds down
+                          FloatFromBits(0x3f818000u),   // tie, odd below: rounds up
+                          FloatFromBits(0x7f7fffffu),   // largest finite: rounds to inf
                           std::numeric_limits<float>::infinity(),
                           -std::numeric_limits<float>::infinity(),
-                          FromBits(0x7f800001u),   // signalling NaN: must stay NaN
-                          FromBits(0xffc00000u),   // negative quiet NaN
-                          FromBits(0x7fffffffu)};
+                          FloatFromBits(0x7f800001u),   // signalling NaN: must stay NaN
+                          FloatFromBits(0xffc00000u),   // negative quiet NaN
+                          FloatFromBits(0x7fffffffu)};
   std::mt19937 gen(5);
-  while (static_cast<int64_t>(v.size()) < n) v.push_back(FromBits(static_cast<uint32_t>(gen())));
+  while (static_cast<int64_t>(v.size()) < n) v.push_back(FloatFromBits(static_cast<uint32_t>(gen())));
   v.resize(n);
   return v;
 }
@@ -67,7 +64,7 @@ TEST(Bf16ConvertTest, RoundMatchesScalarBits) {
 
 TEST(Bf16ConvertTest, NaNsStayNaN) {
   for (ConversionIsa isa : Variants()) {
-    const float nans[] = {FromBits(0x7f800001u), FromBits(0xff800001u), FromBits(0x7fc00000u)};
+    const float nans[] = {FloatFromBits(0x7f800001u), FloatFromBits(0xff800001u), FloatFromBits(0x7fc00000u)};
     uint16_t out[3];
     RoundToBFloat16With(isa, nans, out, 3);
     for (uint16_t bits : out) {

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,21 +17,13 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "tests/support/device_test.h"
+#include "tests/support/float_bits.h"
 
 namespace tandem {
 namespace {
 
-float FromBits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint32_t Bits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
+using test::BitsOfFloat;
+using test::FloatFromBits;
 
 bool IsNanBits(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0; }
 
@@ -72,13 +63,13 @@ TEST(DTypeTest, RoundsToNearestWithTiesToEven) {
   // Halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even): up.
   EXPECT_EQ(FloatToBFloat16Bits(1.f + 3 * step / 2), 0x3f82);
   // Just off the tie: the nearer neighbour.
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(Bits(1.f + step / 2) + 1)), 0x3f81);
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(Bits(1.f + step / 2) - 1)), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(BitsOfFloat(1.f + step / 2) + 1)), 0x3f81);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(BitsOfFloat(1.f + step / 2) - 1)), 0x3f80);
   // Negative values mirror positive ones.
   EXPECT_EQ(FloatToBFloat16Bits(-(1.f + 3 * step / 2)), 0xbf82);
   // Rounding up can carry into the exponent: 1.99999988 -> 2.
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x3fffffffu)), 0x4000);
-  EXPECT_EQ(RoundToBFloat16(FromBits(0x3fffffffu)), 2.f);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(0x3fffffffu)), 0x4000);
+  EXPECT_EQ(RoundToBFloat16(FloatFromBits(0x3fffffffu)), 2.f);
 }
 
 TEST(DTypeTest, InfinitiesNansAndTheLargestFinite) {
@@ -89,11 +80,11 @@ TEST(DTypeTest, InfinitiesNansAndTheLargestFinite) {
   // NaN stays NaN, quiet, with its sign, even when its payload lies only in
   // the low 16 bits that truncation would drop (which would make infinity).
   for (uint32_t nan : {0x7fc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu}) {
-    const uint16_t b = FloatToBFloat16Bits(FromBits(nan));
+    const uint16_t b = FloatToBFloat16Bits(FloatFromBits(nan));
     EXPECT_TRUE(IsNanBits(b)) << std::hex << nan << " -> " << b;
     EXPECT_TRUE(b & 0x40u) << "quiet bit of " << std::hex << b;
     EXPECT_EQ(b & 0x8000u, (nan >> 16) & 0x8000u) << "sign of " << std::hex << nan;
-    EXPECT_TRUE(std::isnan(RoundToBFloat16(FromBits(nan))));
+    EXPECT_TRUE(std::isnan(RoundToBFloat16(FloatFromBits(nan))));
   }
   // The largest finite bfloat16 is 0x7f7f = (2 - 2^-7) 2^127.
   const float max_bf16 = std::ldexp(2.f - std::ldexp(1.f, -7), 127);
@@ -101,8 +92,8 @@ TEST(DTypeTest, InfinitiesNansAndTheLargestFinite) {
   EXPECT_EQ(FloatToBFloat16Bits(max_bf16), 0x7f7f);
   // Below the midpoint to 2^128 it stays finite; the midpoint is a tie with
   // an odd mantissa, so it rounds up to infinity, as does FLT_MAX.
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x7f7f7fffu)), 0x7f7f);
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x7f7f8000u)), 0x7f80);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(0x7f7f7fffu)), 0x7f7f);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(0x7f7f8000u)), 0x7f80);
   EXPECT_EQ(FloatToBFloat16Bits(std::numeric_limits<float>::max()), 0x7f80);
   EXPECT_EQ(FloatToBFloat16Bits(-std::numeric_limits<float>::max()), 0xff80);
 }
@@ -114,11 +105,11 @@ TEST(DTypeTest, SubnormalsAreKeptNotFlushed) {
   EXPECT_EQ(FloatToBFloat16Bits(std::ldexp(1.f, -126)), 0x0080);
   EXPECT_EQ(FloatToBFloat16Bits(-std::ldexp(3.f, -133)), 0x8003);
   // Ties among subnormals go to even: half of 2^-133 to 0, 1.5 of it to 2.
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x00008000u)), 0x0000);
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x00018000u)), 0x0002);
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x00008001u)), 0x0001);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(0x00008000u)), 0x0000);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(0x00018000u)), 0x0002);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(0x00008001u)), 0x0001);
   // The largest subnormal rounds up into the smallest normal.
-  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x007fffffu)), 0x0080);
+  EXPECT_EQ(FloatToBFloat16Bits(FloatFromBits(0x007fffffu)), 0x0080);
 }
 
 // Every bfloat16 but NaN survives the round trip through float.
@@ -137,7 +128,7 @@ TEST(DTypeTest, EveryBFloat16RoundTrips) {
 // truncation and the next value up in magnitude), compared in double, ties
 // to the even mantissa.
 uint16_t NearestBFloat16(float x) {
-  const uint16_t lo = static_cast<uint16_t>(Bits(x) >> 16);
+  const uint16_t lo = static_cast<uint16_t>(BitsOfFloat(x) >> 16);
   const uint16_t hi = static_cast<uint16_t>(lo + 1);
   const double dlo = std::fabs(double(BFloat16BitsToFloat(lo)) - x);
   const double dhi = std::fabs(double(BFloat16BitsToFloat(hi)) - x);
@@ -156,7 +147,7 @@ TEST(DTypeTest, MatchesTheNearestValueOnRandomFloats) {
     // Keep the top candidate finite (it is infinity only above the largest
     // finite value, which the previous test covers).
     if ((bits & 0x7fffffffu) > 0x7f7f0000u) continue;
-    const float x = FromBits(bits);
+    const float x = FloatFromBits(bits);
     ASSERT_EQ(FloatToBFloat16Bits(x), NearestBFloat16(x)) << std::hex << bits;
   }
 }
@@ -239,7 +230,7 @@ TEST_P(BFloat16TensorTest, CastRoundTrips) {
   ops::Cast(h, back);
   const std::vector<float> got = back.ToVector();
   for (size_t i = 0; i < values.size(); ++i) {
-    EXPECT_EQ(Bits(got[i]), Bits(RoundToBFloat16(values[i]))) << "element " << i;
+    EXPECT_EQ(BitsOfFloat(got[i]), BitsOfFloat(RoundToBFloat16(values[i]))) << "element " << i;
   }
   EXPECT_EQ(got[0], 1.f);             // tie to even, down
   EXPECT_EQ(got[1], 1.f + 2 * step);  // tie to even, up
