@@ -97,11 +97,15 @@ void WidenBFloat16With(ConversionIsa isa, const uint16_t* in, float* out, int64_
 }
 
 void RoundToBFloat16(const float* in, uint16_t* out, int64_t n) {
-  RoundToBFloat16With(Chosen(), in, out, n);
+  static const RoundFn round =
+      Variant(Chosen(), RoundFn{RoundBuild}, kRoundAvx512, "RoundToBFloat16");
+  round(in, out, n);
 }
 
 void WidenBFloat16(const uint16_t* in, float* out, int64_t n) {
-  WidenBFloat16With(Chosen(), in, out, n);
+  static const WidenFn widen =
+      Variant(Chosen(), WidenFn{WidenBuild}, kWidenAvx512, "WidenBFloat16");
+  widen(in, out, n);
 }
 
 }  // namespace cpu

@@ -10,9 +10,7 @@
 // elsewhere on the build's (AVX2 on x86-64); the bits are the same, since
 // the conversions are integer operations.
 // Mechanism: each loop is compiled twice, once for AVX-512 through a target
-// attribute, and the first call picks one from the CPU's feature flags. At
-// the rounding's width AVX-512 halves its time (1 MiB of bfloat16: 42 us
-// against 82 us on one Zen 5 core); the widening is bound by memory.
+// attribute, and the first call picks one from the CPU's feature flags.
 #ifndef TANDEM_CORE_CPU_BF16_CONVERT_H_
 #define TANDEM_CORE_CPU_BF16_CONVERT_H_
 

@@ -17,6 +17,7 @@
 #include "core/cpu/cpu_math.h"
 #include "core/cpu/cpu_math_ops.h"
 #include "core/cpu/cpu_threads.h"
+#include "core/cpu/scratch.h"
 #include "core/kernel_math.h"
 
 namespace tandem {
@@ -34,51 +35,6 @@ void Round(const IntraOp& intra, const float* in, uint16_t* bits, int64_t n) {
     RoundToBFloat16(in + begin, bits + begin, end - begin);
   });
 }
-
-// Float32 memory for the views below, uninitialised: taken from this
-// thread's buffers freed by earlier ops when one is large enough, so that a
-// step's ops do not allocate (and fault in) fresh pages for every bfloat16
-// operand; handed back on destruction.
-class Scratch {
- public:
-  explicit Scratch(int64_t n) {
-    std::vector<Buffer>& free = FreeBuffers();
-    auto best = free.end();
-    for (auto it = free.begin(); it != free.end(); ++it) {
-      if (it->capacity >= n && (best == free.end() || it->capacity < best->capacity)) best = it;
-    }
-    if (best != free.end()) {
-      buffer_ = std::move(*best);
-      free.erase(best);
-    } else {
-      buffer_ = Buffer{n, std::unique_ptr<float[]>(new float[static_cast<size_t>(n)])};
-    }
-  }
-  ~Scratch() {
-    std::vector<Buffer>& free = FreeBuffers();
-    free.push_back(std::move(buffer_));
-    if (free.size() > kKeep) {  // drop the smallest
-      free.erase(std::min_element(free.begin(), free.end(), [](const Buffer& a, const Buffer& b) {
-        return a.capacity < b.capacity;
-      }));
-    }
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* data() { return buffer_.data.get(); }
-
- private:
-  struct Buffer {
-    int64_t capacity = 0;
-    std::unique_ptr<float[]> data;
-  };
-  static constexpr size_t kKeep = 8;  // an op's operands, and then some
-  static std::vector<Buffer>& FreeBuffers() {
-    thread_local std::vector<Buffer> free;
-    return free;
-  }
-  Buffer buffer_;
-};
 
 // A float32 view of an operand the op reads: the memory itself for float32,
 // a widened copy for bfloat16.

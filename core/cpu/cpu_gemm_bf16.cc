@@ -1,61 +1,50 @@
 #include "core/cpu/cpu_gemm_bf16.h"
 
-#include <vector>
+#include <optional>
 
 #include "core/check.h"
 #include "core/cpu/bf16_convert.h"
 #include "core/cpu/onednn_matmul.h"
+#include "core/cpu/scratch.h"
 
 namespace tandem {
 namespace cpu {
 namespace {
 
 // The [rows, cols] matrix stored at `bits` with leading dimension `ld`,
-// widened into `out`, densely (leading dimension cols); grows `out` to fit.
-const float* WidenMatrix(const uint16_t* bits, int64_t rows, int64_t cols, int64_t ld,
-                         std::vector<float>& out) {
-  if (static_cast<int64_t>(out.size()) < rows * cols) out.resize(rows * cols);
-  if (ld == cols) {
-    WidenBFloat16(bits, out.data(), rows * cols);
-  } else {
-    for (int64_t r = 0; r < rows; ++r) WidenBFloat16(bits + r * ld, out.data() + r * cols, cols);
-  }
-  return out.data();
-}
-
-// A thread's buffers: one for the operand every block shares (held by the
-// calling thread for the whole GEMM) and one for the block it runs.
-std::vector<float>& SharedBuffer() {
-  thread_local std::vector<float> buffer;
-  return buffer;
-}
-std::vector<float>& BlockBuffer() {
-  thread_local std::vector<float> buffer;
-  return buffer;
+// widened densely (leading dimension cols) into `out`.
+void WidenMatrix(const uint16_t* bits, int64_t rows, int64_t cols, int64_t ld, float* out) {
+  if (ld == cols) return WidenBFloat16(bits, out, rows * cols);
+  for (int64_t r = 0; r < rows; ++r) WidenBFloat16(bits + r * ld, out + r * cols, cols);
 }
 
 // Note [Widening a block at a time].
 void GemmWidened(GemmLibrary library, ThreadPool& pool, int threads,
                  const GemmOperands<uint16_t>& whole, float alpha, float beta) {
   const bool split_b = PlanGemm(whole.m, whole.n, whole.k).by_columns;
-  // The shared operand whole, as stored ([rows, cols] with its leading dimension).
+  // The operand every block reads whole, widened once (dense, as stored).
   const uint16_t* shared = split_b ? whole.a : whole.b;
-  const int64_t shared_rows = split_b ? (whole.trans_a ? whole.k : whole.m)
-                                      : (whole.trans_b ? whole.n : whole.k);
-  const int64_t shared_ld = split_b ? whole.lda : whole.ldb;
-  const float* shared_wide = WidenMatrix(shared, shared_rows, shared_ld, shared_ld, SharedBuffer());
+  const int64_t shared_size = split_b ? whole.m * whole.k : whole.k * whole.n;
+  Scratch shared_wide(shared_size);
+  WidenBFloat16(shared, shared_wide.data(), shared_size);
   RunGemmBlocks(pool, threads, whole, [&](const GemmOperands<uint16_t>& g) {
     GemmOperands<float> f{g.trans_a, g.trans_b, g.m, g.n, g.k, nullptr, g.lda,
                           nullptr, g.ldb, g.c, g.ldc};
+    std::optional<Scratch> slice;
+    // The block's own slice of the split operand, [rows, cols] as stored.
     if (split_b) {
-      f.a = shared_wide + (g.a - whole.a);
       const int64_t rows = g.trans_b ? g.n : g.k, cols = g.trans_b ? g.k : g.n;
-      f.b = WidenMatrix(g.b, rows, cols, g.ldb, BlockBuffer());
+      slice.emplace(rows * cols);
+      WidenMatrix(g.b, rows, cols, g.ldb, slice->data());
+      f.a = shared_wide.data() + (g.a - whole.a);
+      f.b = slice->data();
       f.ldb = cols;
     } else {
-      f.b = shared_wide + (g.b - whole.b);
       const int64_t rows = g.trans_a ? g.k : g.m, cols = g.trans_a ? g.m : g.k;
-      f.a = WidenMatrix(g.a, rows, cols, g.lda, BlockBuffer());
+      slice.emplace(rows * cols);
+      WidenMatrix(g.a, rows, cols, g.lda, slice->data());
+      f.a = slice->data();
+      f.b = shared_wide.data() + (g.b - whole.b);
       f.lda = cols;
     }
     GemmBlock(library, f, alpha, beta);

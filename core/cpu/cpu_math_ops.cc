@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cpu/bf16_convert.h"
 #include "core/dtype.h"
 #include "core/elementwise_math.h"
 
@@ -60,8 +61,7 @@ void LoadRow(Ptr table, int64_t row, int64_t cols, float* values) {
                 cols * sizeof(float));
     return;
   }
-  const uint16_t* bits = static_cast<const uint16_t*>(table.data) + row * cols;
-  for (int64_t c = 0; c < cols; ++c) values[c] = BFloat16BitsToFloat(bits[c]);
+  WidenBFloat16(static_cast<const uint16_t*>(table.data) + row * cols, values, cols);
 }
 
 void StoreRow(const float* values, int64_t row, int64_t cols, Ptr table) {
@@ -69,8 +69,7 @@ void StoreRow(const float* values, int64_t row, int64_t cols, Ptr table) {
     std::memcpy(static_cast<float*>(table.data) + row * cols, values, cols * sizeof(float));
     return;
   }
-  uint16_t* bits = static_cast<uint16_t*>(table.data) + row * cols;
-  for (int64_t c = 0; c < cols; ++c) bits[c] = FloatToBFloat16Bits(values[c]);
+  RoundToBFloat16(values, static_cast<uint16_t*>(table.data) + row * cols, cols);
 }
 
 }  // namespace

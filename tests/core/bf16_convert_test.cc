@@ -35,7 +35,9 @@ std::vector<float> Inputs(int64_t n) {
                           FloatFromBits(0xffc00000u),   // negative quiet NaN
                           FloatFromBits(0x7fffffffu)};
   std::mt19937 gen(5);
-  while (static_cast<int64_t>(v.size()) < n) v.push_back(FloatFromBits(static_cast<uint32_t>(gen())));
+  while (static_cast<int64_t>(v.size()) < n) {
+    v.push_back(FloatFromBits(static_cast<uint32_t>(gen())));
+  }
   v.resize(n);
   return v;
 }
@@ -46,7 +48,9 @@ std::vector<ConversionIsa> Variants() {
   return isas;
 }
 
-const char* Name(ConversionIsa isa) { return isa == ConversionIsa::kAvx512 ? "AVX-512" : "build"; }
+const char* Name(ConversionIsa isa) {
+  return isa == ConversionIsa::kAvx512 ? "AVX-512" : "build";
+}
 
 TEST(Bf16ConvertTest, RoundMatchesScalarBits) {
   for (ConversionIsa isa : Variants()) {
@@ -64,7 +68,8 @@ TEST(Bf16ConvertTest, RoundMatchesScalarBits) {
 
 TEST(Bf16ConvertTest, NaNsStayNaN) {
   for (ConversionIsa isa : Variants()) {
-    const float nans[] = {FloatFromBits(0x7f800001u), FloatFromBits(0xff800001u), FloatFromBits(0x7fc00000u)};
+    const float nans[] = {FloatFromBits(0x7f800001u), FloatFromBits(0xff800001u),
+                          FloatFromBits(0x7fc00000u)};
     uint16_t out[3];
     RoundToBFloat16With(isa, nans, out, 3);
     for (uint16_t bits : out) {

@@ -49,8 +49,8 @@ struct Operands {
 
 std::vector<float> RunGemm(ThreadPool& pool, int threads, const Case& t, const Operands& in) {
   return test::RunOnCopyOfC(t, in.c, [&](float* c) {
-    GemmBf16(GemmLibraryFromEnvironment(), pool, threads, t.trans_a, t.trans_b, t.m, t.n, t.k, t.alpha, in.a.data(),
-             in.b.data(), t.beta, c);
+    GemmBf16(GemmLibraryFromEnvironment(), pool, threads, t.trans_a, t.trans_b, t.m, t.n, t.k,
+             t.alpha, in.a.data(), in.b.data(), t.beta, c);
   });
 }
 
