@@ -35,9 +35,16 @@ int ThreadPool::helpers() const {
   return static_cast<int>(helpers_.size());
 }
 
-void ThreadPool::EnsureHelpers(int n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  while (static_cast<int>(helpers_.size()) < n) {
+// Note [Helpers for every caller]
+// Several callers may be in ParallelFor at once (the workers of threads
+// mode share one pool), each wanting its own `threads - 1` helpers. The pool
+// keeps at least as many helpers as the calls in flight want together, so
+// that 2 workers of 4 threads run on 8 threads, not on 2 callers sharing the
+// 3 helpers one call wants. Helpers sleep when no job is queued, and none is
+// ever stopped before the pool is destroyed.
+void ThreadPool::Want(int helpers) {  // requires mu_
+  wanted_ += helpers;
+  while (static_cast<int>(helpers_.size()) < wanted_) {
     helpers_.emplace_back([this] { HelperLoop(); });
   }
 }
@@ -83,10 +90,10 @@ void ThreadPool::ParallelFor(int64_t tasks, int threads,
   job->fn = &fn;
   job->tasks = tasks;
   if (helpers > 0) {
-    EnsureHelpers(helpers);
     job->helpers_wanted.store(helpers);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      Want(helpers);
       queue_.push_back(job);
     }
     for (int i = 0; i < helpers; ++i) wake_.notify_one();
@@ -97,6 +104,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int threads,
   if (helpers > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
+    wanted_ -= helpers;
   }
   std::unique_lock<std::mutex> lock(job->mu);
   job->done.wait(lock, [&] { return job->finished == job->tasks; });

@@ -2,8 +2,9 @@
 // fn(0) .. fn(tasks - 1), the calling thread and up to `threads - 1` helpers
 // each taking the next task until none is left, and returns when all have
 // run. Several threads (the workers of threads mode) may call it at once;
-// they share the helpers, and a caller never waits for a helper to start:
-// with every helper busy it runs all its tasks itself.
+// the pool keeps enough helpers for all of them (up to `threads - 1` each),
+// and a caller never waits for a helper to start: it runs tasks itself from
+// the first, and all of them if no helper comes.
 //
 //   ThreadPool pool;
 //   pool.ParallelFor(blocks, CpuThreads(), [&](int64_t b) { Compute(b); });
@@ -49,7 +50,9 @@ class ThreadPool {
 
  private:
   struct Job;
-  void EnsureHelpers(int n);
+  // Counts `helpers` more wanted by the calls in flight and starts helpers
+  // up to that total. See Note [Helpers for every caller].
+  void Want(int helpers);
   void HelperLoop();
   static void RunTasks(Job& job);
 
@@ -57,6 +60,7 @@ class ThreadPool {
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;  // jobs with tasks still unclaimed
   std::vector<std::thread> helpers_;
+  int wanted_ = 0;  // helpers the ParallelFor calls in flight want, summed
   bool stopping_ = false;
 };
 

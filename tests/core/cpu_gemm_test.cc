@@ -1,8 +1,7 @@
-// Tests core/cpu/cpu_gemm.h, cpu_thread_pool.h and cpu_threads.h: the CPU
-// backend's GEMM against a naive double-precision reference for many shapes,
-// transposes, alpha and beta; the rule of Note [Blocked GEMM] (bitwise the
-// same result for any thread count); the thread pool; the thread-count
-// setting; which library is the default and which OpenBLAS kernels load
+// Tests core/cpu/cpu_gemm.h and cpu_threads.h: the CPU backend's GEMM
+// against a naive double-precision reference for many shapes, transposes,
+// alpha and beta; the rule of Note [Blocked GEMM] (bitwise the same result
+// for any thread count); the thread-count setting; which library is the default and which OpenBLAS kernels load
 // (core/cpu/openblas.h). //tests/core:cpu_gemm_avx2_test runs this same file
 // with OPENBLAS_CORETYPE=Haswell and DNNL_MAX_CPU_ISA=AVX2 (OpenBLAS's AVX2
 // kernels, oneDNN capped below AVX-512), so that a machine with AVX-512 tests
@@ -16,7 +15,6 @@
 #include <iostream>
 #include <limits>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -252,37 +250,6 @@ TEST(CpuGemmTest, OneDnnWithoutAvx512IsRefusedWithTheReason) {
   } else {
     setenv("TANDEM_CPU_GEMM", saved.c_str(), 1);
   }
-}
-
-TEST(CpuThreadPoolTest, RunsEveryTaskOnceFromConcurrentCallers) {
-  ThreadPool pool;
-  constexpr int kCallers = 4, kTasks = 1000;
-  std::vector<std::atomic<int>> counts(kCallers * kTasks);
-  std::vector<std::thread> callers;
-  for (int c = 0; c < kCallers; ++c) {
-    callers.emplace_back([&, c] {
-      for (int round = 0; round < 20; ++round) {
-        pool.ParallelFor(kTasks, 3, [&](int64_t i) { counts[c * kTasks + i]++; });
-      }
-    });
-  }
-  for (std::thread& t : callers) t.join();
-  for (const auto& n : counts) ASSERT_EQ(n.load(), 20);
-  EXPECT_LE(pool.helpers(), 2);
-}
-
-TEST(CpuThreadPoolTest, RethrowsATaskError) {
-  ThreadPool pool;
-  std::atomic<int> ran{0};
-  EXPECT_THROW(pool.ParallelFor(16, 2,
-                                [&](int64_t i) {
-                                  ran++;
-                                  if (i == 5) throw std::runtime_error("task 5");
-                                }),
-               std::runtime_error);
-  EXPECT_EQ(ran.load(), 16) << "the other tasks still run";
-  pool.ParallelFor(4, 2, [&](int64_t) { ran++; });
-  EXPECT_EQ(ran.load(), 20) << "the pool works after an error";
 }
 
 TEST(CpuThreadsTest, FlagThenEnvironmentThenLauncherThenHardware) {
