@@ -71,8 +71,8 @@ std::chrono::milliseconds TimeoutOf(const LaunchOptions& options) {
 // together, so an abandoned thread that wakes up later touches nothing that
 // has been freed.
 struct ThreadLaunch {
-  ThreadLaunch(int workers, const std::function<void(Worker&)>& fn)
-      : group(workers), fn(fn), done(static_cast<size_t>(workers), false) {}
+  ThreadLaunch(int workers, int data_threads, const std::function<void(Worker&)>& fn)
+      : group(workers, data_threads), fn(fn), done(static_cast<size_t>(workers), false) {}
   ThreadGroup group;
   std::unique_ptr<DeviceGroup> devices;  // workers on GPUs only
   FirstFailure failure;
@@ -195,7 +195,9 @@ void JoinWorkers(const std::shared_ptr<ThreadLaunch>& launch, std::vector<std::t
 
 void LaunchThreads(int workers, Device device, const LaunchOptions& options,
                    const std::function<void(Worker&)>& fn) {
-  auto launch = std::make_shared<ThreadLaunch>(workers, fn);
+  // CPU workers sum their all-reduces on their intra-op threads too.
+  const int data_threads = device.is_cpu() ? cpu::CpuThreads() : 1;
+  auto launch = std::make_shared<ThreadLaunch>(workers, data_threads, fn);
   launch->group.set_timeout(TimeoutOf(options));
   if (device.is_cuda()) launch->devices = MakeDeviceGroup(workers, options);
   std::vector<std::thread> threads = StartWorkers(launch, workers, device, options);

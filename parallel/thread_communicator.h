@@ -18,7 +18,7 @@
 // Each rank's collectives run in order on its communicator's progress thread
 // (parallel/collective_queue.h), so a collective's call returns at once and
 // the exchange completes once every rank has issued it. Sums are done in
-// float32 in rank order 0..N-1 (bfloat16 sums are rounded to bfloat16 once,
+// float32 in rank order 0..N-1, whatever the number of threads summing (bfloat16 sums are rounded to bfloat16 once,
 // at the end), so results are the same bits on every rank and in every run.
 // If one rank gives up (Abort, or the launcher aborts the group because
 // a worker threw), every collective waiting, queued or issued later fails
@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/cpu_thread_pool.h"
 #include "parallel/collective_queue.h"
 #include "parallel/communicator.h"
 
@@ -78,8 +79,10 @@ class ThreadGroup {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{300 * 1000};
 
-  // Shared state for `size` ranks (size >= 1).
-  explicit ThreadGroup(int size);
+  // Shared state for `size` ranks (size >= 1). Each rank sums its part of
+  // an all-reduce on up to `data_threads` threads (Note [Summing on several
+  // threads]); the launcher gives CPU workers their intra-op thread count.
+  explicit ThreadGroup(int size, int data_threads = 1);
   // Aborts the group ("the ThreadGroup was destroyed"), so that no progress
   // thread waits for a rank that will never come, then destroys the
   // communicators (each fails what it still has queued; see Note
@@ -126,6 +129,9 @@ class ThreadGroup {
   std::string TimeoutMessageLocked(int rank, const Collective& c, uint64_t generation) const;
 
   const int size_;
+  const int data_threads_;
+  // The helpers of every rank's data phase; outlives the progress threads.
+  cpu::ThreadPool data_pool_;
   // Destroyed explicitly in ~ThreadGroup, before the state below that their
   // progress threads use.
   std::vector<std::unique_ptr<ThreadCommunicator>> communicators_;

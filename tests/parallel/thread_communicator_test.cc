@@ -1,7 +1,8 @@
 // Tests parallel/thread_communicator.h: closed forms for every collective
 // over world sizes 1-4 and awkward counts, in float32 and bfloat16 (one
 // rounding of the float32 sum; bit patterns moved as they are), the fixed
-// reduction order, the Work semantics (the call returns at once,
+// reduction order (also when each rank sums on several threads), the Work
+// semantics (the call returns at once,
 // collectives run in issue order, timing, errors through Wait), and that
 // abort, timeout and destruction end waits instead of hanging.
 #include "parallel/thread_communicator.h"
@@ -43,10 +44,20 @@ void RunRanks(ThreadGroup& group,
   for (std::thread& t : threads) t.join();
 }
 
-void RunRanks(int size, const std::function<void(ThreadCommunicator&)>& fn) {
-  ThreadGroup group(size);
+void RunRanks(int size, const std::function<void(ThreadCommunicator&)>& fn,
+              int data_threads = 1) {
+  ThreadGroup group(size, data_threads);
   RunRanks(group, fn);
 }
+
+// All-reduce sizes and the threads each rank sums on: one piece per rank on
+// one thread, and several pieces of 32768 elements per rank (for up to 4
+// ranks) on 4 threads each (Note [Summing on several threads]).
+struct SumShape {
+  int64_t count;
+  int data_threads;
+};
+const SumShape kSumShapes[] = {{10007, 1}, {8 * 32768 + 7, 4}};
 
 using testing::ErrorText;
 
@@ -95,32 +106,37 @@ float Awkward(int rank, int64_t i) {
   return std::sin(0.37f * i + 1.3f * rank) * std::pow(10.0f, rank % 3 * 3);
 }
 
-std::vector<std::vector<float>> AllReduceAwkward(int n, int64_t count) {
+std::vector<std::vector<float>> AllReduceAwkward(int n, SumShape shape) {
   std::vector<std::vector<float>> results(n);
-  RunRanks(n, [&](ThreadCommunicator& comm) {
-    std::vector<float> data(count);
-    for (int64_t i = 0; i < count; ++i) data[i] = Awkward(comm.rank(), i);
-    comm.AllReduce(data.data(), count, ReduceOp::kSum)->Wait();
-    results[comm.rank()] = data;
-  });
+  RunRanks(
+      n,
+      [&](ThreadCommunicator& comm) {
+        std::vector<float> data(shape.count);
+        for (int64_t i = 0; i < shape.count; ++i) data[i] = Awkward(comm.rank(), i);
+        comm.AllReduce(data.data(), shape.count, ReduceOp::kSum)->Wait();
+        results[comm.rank()] = data;
+      },
+      shape.data_threads);
   return results;
 }
 
 TEST(ThreadCommunicatorTest, AllReduceIsBitwiseIdenticalAcrossRanksAndRuns) {
-  for (int n = 2; n <= 4; ++n) {
-    const int64_t count = 10007;
-    std::vector<float> expected(count);
-    for (int64_t i = 0; i < count; ++i) {
-      float sum = Awkward(0, i);
-      for (int r = 1; r < n; ++r) sum += Awkward(r, i);  // rank order
-      expected[i] = sum;
-    }
-    for (int run = 0; run < 2; ++run) {
-      std::vector<std::vector<float>> results = AllReduceAwkward(n, count);
-      for (int r = 0; r < n; ++r) {
-        EXPECT_EQ(0, std::memcmp(results[r].data(), expected.data(),
-                                 count * sizeof(float)))
-            << "world " << n << ", run " << run << ", rank " << r;
+  for (const SumShape& shape : kSumShapes) {
+    for (int n = 2; n <= 4; ++n) {
+      std::vector<float> expected(shape.count);
+      for (int64_t i = 0; i < shape.count; ++i) {
+        float sum = Awkward(0, i);
+        for (int r = 1; r < n; ++r) sum += Awkward(r, i);  // rank order
+        expected[i] = sum;
+      }
+      for (int run = 0; run < 2; ++run) {
+        std::vector<std::vector<float>> results = AllReduceAwkward(n, shape);
+        for (int r = 0; r < n; ++r) {
+          EXPECT_EQ(0, std::memcmp(results[r].data(), expected.data(),
+                                   shape.count * sizeof(float)))
+              << "world " << n << ", count " << shape.count << ", "
+              << shape.data_threads << " threads, run " << run << ", rank " << r;
+        }
       }
     }
   }
@@ -221,33 +237,39 @@ TEST(ThreadCommunicatorTest, BFloat16AllReduceSumAndAverageAreClosedForms) {
 // the float32 sum in rank order rounded once, bit for bit on every rank, and
 // for these inputs that differs from rounding after every addition.
 TEST(ThreadCommunicatorTest, BFloat16AllReduceRoundsTheFloat32SumOnce) {
-  const int64_t count = 10007;
-  for (int n = 2; n <= 4; ++n) {
-    std::vector<uint16_t> expected(count);
-    int64_t differs_from_stepwise = 0;
-    for (int64_t i = 0; i < count; ++i) {
-      float sum = RoundToBFloat16(Awkward(0, i));
-      float stepwise = sum;
-      for (int r = 1; r < n; ++r) {
-        sum += RoundToBFloat16(Awkward(r, i));
-        stepwise = RoundToBFloat16(stepwise + RoundToBFloat16(Awkward(r, i)));
+  for (const SumShape& shape : kSumShapes) {
+    const int64_t count = shape.count;
+    for (int n = 2; n <= 4; ++n) {
+      std::vector<uint16_t> expected(count);
+      int64_t differs_from_stepwise = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        float sum = RoundToBFloat16(Awkward(0, i));
+        float stepwise = sum;
+        for (int r = 1; r < n; ++r) {
+          sum += RoundToBFloat16(Awkward(r, i));
+          stepwise = RoundToBFloat16(stepwise + RoundToBFloat16(Awkward(r, i)));
+        }
+        expected[i] = FloatToBFloat16Bits(sum);
+        differs_from_stepwise += expected[i] != FloatToBFloat16Bits(stepwise);
       }
-      expected[i] = FloatToBFloat16Bits(sum);
-      differs_from_stepwise += expected[i] != FloatToBFloat16Bits(stepwise);
-    }
-    if (n > 2) {
-      EXPECT_GT(differs_from_stepwise, 0) << "world " << n << ": inputs too tame";
-    }
-    std::vector<std::vector<uint16_t>> results(n);
-    RunRanks(n, [&](ThreadCommunicator& comm) {
-      std::vector<float> values(count);
-      for (int64_t i = 0; i < count; ++i) values[i] = Awkward(comm.rank(), i);
-      std::vector<uint16_t> data = ToBits(values);
-      comm.AllReduce(Ptr{data.data(), DType::kBFloat16}, count, ReduceOp::kSum)->Wait();
-      results[comm.rank()] = data;
-    });
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(results[r], expected) << "world " << n << ", rank " << r;
+      if (n > 2) {
+        EXPECT_GT(differs_from_stepwise, 0) << "world " << n << ": inputs too tame";
+      }
+      std::vector<std::vector<uint16_t>> results(n);
+      RunRanks(
+          n,
+          [&](ThreadCommunicator& comm) {
+            std::vector<float> values(count);
+            for (int64_t i = 0; i < count; ++i) values[i] = Awkward(comm.rank(), i);
+            std::vector<uint16_t> data = ToBits(values);
+            comm.AllReduce(Ptr{data.data(), DType::kBFloat16}, count, ReduceOp::kSum)->Wait();
+            results[comm.rank()] = data;
+          },
+          shape.data_threads);
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(results[r], expected) << "world " << n << ", count " << count << ", "
+                                        << shape.data_threads << " threads, rank " << r;
+      }
     }
   }
 }
