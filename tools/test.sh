@@ -38,7 +38,8 @@ tsan_base=${own_base}_tsan ubsan_base=${own_base}_ubsan asan_base=${own_base}_as
 # MPI is left out of TSan: Open MPI's own lock-order inversions trip it (see
 # docs/reliability.md); GPU tests need a GPU and skip anyway.
 bazel --output_base="$(bazel info output_base)_tsan" test --config=tsan \
-  --build_tests_only --test_tag_filters=-gpu,-mpi //tests/parallel/...
+  --build_tests_only --test_tag_filters=-gpu,-mpi //tests/parallel/... \
+  //tests/core:cpu_thread_pool_test
 # Undefined behaviour and memory errors over the CPU suite (docs/reliability.md,
 # "Sanitizers"). ASan's leak check is off for the MPI tests: its only reports
 # are Open MPI's own allocations.
