@@ -95,12 +95,23 @@ bool IsaIncludes(dnnl::cpu_isa wanted) {
   return (isa & bits) == bits;
 }
 
+// oneDNN's OpenMP threads: one for the call in scope (the intra-op
+// threads are ours); the calling thread's own OpenMP thread count is put
+// back after it, so that a caller's OpenMP code keeps its setting.
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneOpenMpThread() { omp_set_num_threads(before_); }
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  const int before_;
+};
+
 template <typename T>
 void Run(const GemmOperands<T>& g, float alpha, float beta) {
-  // oneDNN's OpenMP threads: one on this thread (the intra-op threads are
-  // ours), set once per thread.
-  thread_local const bool single = (omp_set_num_threads(1), true);
-  (void)single;
+  const OneOpenMpThread one_thread;
   thread_local dnnl::stream stream(Engine());
   const Matmul& cached = CachedMatmul(g, alpha, beta);
   const Layouts& l = cached.layouts;

@@ -8,8 +8,9 @@
 //   cpu::OneDnnMatmul(cpu::WholeGemm(false, true, m, n, k, a, b, c), 1.f, 0.f);
 //                                                    // c = a b^T
 //
-// oneDNN's own (OpenMP) threads are limited to one on every thread that
-// calls it, so a call's bits never depend on a thread count.
+// oneDNN's own (OpenMP) threads are limited to one for each call, so a
+// call's bits never depend on a thread count; the calling thread's OpenMP
+// thread count is put back when the call returns.
 #ifndef TANDEM_CORE_CPU_ONEDNN_MATMUL_H_
 #define TANDEM_CORE_CPU_ONEDNN_MATMUL_H_
 

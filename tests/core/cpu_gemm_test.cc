@@ -1,12 +1,14 @@
 // Tests core/cpu/cpu_gemm.h and cpu_threads.h: the CPU backend's GEMM
 // against a naive double-precision reference for many shapes, transposes,
 // alpha and beta; the rule of Note [Blocked GEMM] (bitwise the same result
-// for any thread count); the thread-count setting; which library is the default and which OpenBLAS kernels load
-// (core/cpu/openblas.h). //tests/core:cpu_gemm_avx2_test runs this same file
+// for any thread count); that oneDNN leaves the caller's OpenMP thread
+// count alone; the thread-count setting; which library is the default and
+// which OpenBLAS kernels load (core/cpu/openblas.h). //tests/core:cpu_gemm_avx2_test runs this same file
 // with OPENBLAS_CORETYPE=Haswell and DNNL_MAX_CPU_ISA=AVX2 (OpenBLAS's AVX2
 // kernels, oneDNN capped below AVX-512), so that a machine with AVX-512 tests
 // the AVX2 path too.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cmath>
@@ -250,6 +252,20 @@ TEST(CpuGemmTest, OneDnnWithoutAvx512IsRefusedWithTheReason) {
   } else {
     setenv("TANDEM_CPU_GEMM", saved.c_str(), 1);
   }
+}
+
+// oneDNN runs one OpenMP thread per call, and the caller's own OpenMP
+// setting survives the call.
+TEST(CpuGemmTest, OneDnnLeavesTheCallersOpenMpThreadCountAlone) {
+  if (!OneDnnHasAvx512()) GTEST_SKIP() << "oneDNN's float32 GEMMs need AVX-512 here";
+  omp_set_num_threads(3);
+  const std::vector<float> a(64 * 32, 1.f), b(32 * 48, 2.f);
+  std::vector<float> c(64 * 48, 0.f);
+  ThreadPool pool;
+  Gemm(GemmLibrary::kOneDnn, pool, 1, false, false, 64, 48, 32, 1.f, a.data(), b.data(), 0.f,
+       c.data());
+  EXPECT_EQ(c[0], 64.f);
+  EXPECT_EQ(omp_get_max_threads(), 3);
 }
 
 TEST(CpuThreadsTest, FlagThenEnvironmentThenLauncherThenHardware) {
