@@ -17,9 +17,10 @@ namespace tandem {
 // complete its Work, letting its caller reuse or free the buffer, or publish
 // its next collective over the pointers a slow rank is still reading.
 //
-// The data phase never blocks and never throws, so once Gather has
-// succeeded on one rank it succeeds on all of them (the generation only
-// moves when all have arrived) and every rank reaches Release promptly.
+// The data phase never waits for another rank and never throws (its
+// summing threads start with the group), so once Gather has succeeded on
+// one rank it succeeds on all of them (the generation only moves when all
+// have arrived) and every rank reaches Release promptly.
 // That is why Release ignores aborts and timeouts: returning early from it
 // would let a rank's caller free a buffer another rank is still reading.
 
@@ -49,8 +50,9 @@ namespace tandem {
 // of 4 intra-op threads, the gradient all-reduce that the end of backward
 // waits for is summed on 8 threads instead of 2. Every element is still
 // summed in rank order, so the bits do not depend on the pieces or the
-// threads. The pool's helpers sleep between collectives, and a progress
-// thread whose helpers are all busy sums every piece itself.
+// threads. The pool's helpers start with the group and sleep between
+// collectives, and a progress thread whose helpers are all busy sums every
+// piece itself.
 //
 // Note [Abort protocol]
 // All barrier state sits under one mutex, so "the generation moved" and "the
@@ -119,6 +121,9 @@ ThreadGroup::ThreadGroup(int size, int data_threads)
       published_(std::max(size, 0)) {
   TANDEM_CHECK(size >= 1) << "a thread group needs at least 1 rank, got "
                           << size;
+  // Every helper the ranks' data phases can want at once, started here: the
+  // data phase itself must not throw (Note [Two barriers]).
+  data_pool_.Reserve(size * (data_threads_ - 1));
   for (int r = 0; r < size; ++r) {
     communicators_.emplace_back(new ThreadCommunicator(this, r));
   }

@@ -43,8 +43,17 @@ int ThreadPool::helpers() const {
 // 3 helpers one call wants. Helpers sleep when no job is queued, and none is
 // ever stopped before the pool is destroyed.
 void ThreadPool::Want(int helpers) {  // requires mu_
-  wanted_ += helpers;
-  while (static_cast<int>(helpers_.size()) < wanted_) {
+  StartHelpersLocked(wanted_ + helpers);
+  wanted_ += helpers;  // after the threads, in case one cannot start
+}
+
+void ThreadPool::Reserve(int helpers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StartHelpersLocked(helpers);
+}
+
+void ThreadPool::StartHelpersLocked(int total) {
+  while (static_cast<int>(helpers_.size()) < total) {
     helpers_.emplace_back([this] { HelperLoop(); });
   }
 }

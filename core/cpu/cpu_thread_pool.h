@@ -45,6 +45,10 @@ class ThreadPool {
   // caller included); starts helpers on first need. The first exception a
   // task throws is rethrown here, after every task has finished.
   void ParallelFor(int64_t tasks, int threads, const std::function<void(int64_t)>& fn);
+  // Starts helpers now, up to `helpers` in all (throws here if a thread
+  // cannot start), so that calls in flight that want no more together
+  // never start one.
+  void Reserve(int helpers);
   // Helper threads started so far.
   int helpers() const;
 
@@ -53,6 +57,7 @@ class ThreadPool {
   // Counts `helpers` more wanted by the calls in flight and starts helpers
   // up to that total. See Note [Helpers for every caller].
   void Want(int helpers);
+  void StartHelpersLocked(int total);  // requires mu_
   void HelperLoop();
   static void RunTasks(Job& job);
 

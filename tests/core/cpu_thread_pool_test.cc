@@ -1,7 +1,8 @@
 // Tests core/cpu/cpu_thread_pool.h: ParallelFor runs every task once, also
 // for callers at once, and rethrows a task's exception after all have run;
-// callers in ParallelFor at the same time each get their own helpers (Note
-// [Helpers for every caller]): two callers of 4 threads run 8 tasks at once.
+// reserved helpers serve calls that want no more; callers in ParallelFor at
+// the same time each get their own helpers (Note [Helpers for every
+// caller]): two callers of 4 threads run 8 tasks at once.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -84,6 +85,16 @@ TEST(ThreadPoolTest, RethrowsATaskError) {
   EXPECT_EQ(ran.load(), 16) << "the other tasks still run";
   pool.ParallelFor(4, 2, [&](int64_t) { ran++; });
   EXPECT_EQ(ran.load(), 20) << "the pool works after an error";
+}
+
+TEST(ThreadPoolTest, ReservedHelpersServeCallsThatWantNoMore) {
+  ThreadPool pool;
+  pool.Reserve(3);
+  EXPECT_EQ(pool.helpers(), 3);
+  std::atomic<int> ran{0};
+  pool.ParallelFor(8, 4, [&](int64_t) { ++ran; });
+  EXPECT_EQ(ran, 8);
+  EXPECT_EQ(pool.helpers(), 3) << "a call wanting 3 helpers started more than the 3 reserved";
 }
 
 TEST(ThreadPoolTest, CallersAtOnceEachGetTheirHelpers) {
