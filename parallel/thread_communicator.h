@@ -18,8 +18,9 @@
 // Each rank's collectives run in order on its communicator's progress thread
 // (parallel/collective_queue.h), so a collective's call returns at once and
 // the exchange completes once every rank has issued it. Sums are done in
-// float32 in rank order 0..N-1, whatever the number of threads summing (bfloat16 sums are rounded to bfloat16 once,
-// at the end), so results are the same bits on every rank and in every run.
+// float32 in rank order 0..N-1, whatever the number of threads summing
+// (bfloat16 sums are rounded to bfloat16 once, at the end), so results are
+// the same bits on every rank and in every run.
 // If one rank gives up (Abort, or the launcher aborts the group because
 // a worker threw), every collective waiting, queued or issued later fails
 // with CollectiveAbortedError instead of hanging; a collective that waits

@@ -25,9 +25,9 @@
 // of columns, a for blocks of rows) is widened one block's slice at a time,
 // by the thread that runs the block and just before its call, into that
 // thread's scratch memory (core/cpu/scratch.h); the other operand, which
-// every block reads whole, is widened once. The slice is then still in that core's cache when the
-// library packs it, instead of the whole operand passing through memory
-// twice, as a float32 copy written and then read.
+// every block reads whole, is widened once. The slice is then still in that
+// core's cache when the library packs it, instead of the whole operand
+// passing through memory twice, as a float32 copy written and then read.
 #ifndef TANDEM_CORE_CPU_CPU_GEMM_BF16_H_
 #define TANDEM_CORE_CPU_CPU_GEMM_BF16_H_
 

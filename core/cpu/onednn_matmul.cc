@@ -96,8 +96,10 @@ bool IsaIncludes(dnnl::cpu_isa wanted) {
 }
 
 // oneDNN's OpenMP threads: one for the call in scope (the intra-op
-// threads are ours); the calling thread's own OpenMP thread count is put
-// back after it, so that a caller's OpenMP code keeps its setting.
+// threads are ours). Debian's oneDNN is the OpenMP build, which takes its
+// thread count from the calling thread's OpenMP setting and from nowhere
+// else (a stream or an attribute cannot carry it), so the setting is made
+// for the call and the caller's own is put back after it.
 class OneOpenMpThread {
  public:
   OneOpenMpThread() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
