@@ -126,7 +126,7 @@ std::string Describe(GemmLibrary library) {
 
 GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k) {
   GemmPlan plan;
-  plan.by_columns = n >= m;
+  plan.by_columns = n > m;
   const int64_t split = plan.by_columns ? n : m;
   const int64_t other = plan.by_columns ? m : n;
   // The most blocks, a power of two up to kMaxBlocks, that keeps each at

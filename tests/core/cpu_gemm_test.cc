@@ -155,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(Libraries, GemmLibraryTest,
 TEST(CpuGemmTest, PlanDependsOnShapeAndCoversIt) {
   for (int64_t n : {1, 63, 64, 255, 256, 511, 512, 784, 1024, 1025, 5000, 100000}) {
     const GemmPlan plan = PlanGemm(64, n, 512);
-    EXPECT_EQ(plan.by_columns, n >= 64) << "the longer side is split, n=" << n;
+    EXPECT_EQ(plan.by_columns, n > 64) << "the longer side is split (rows if square), n=" << n;
     const int64_t split = plan.by_columns ? n : 64;
     EXPECT_LE(plan.count, kMaxBlocks);
     EXPECT_GE(plan.count * plan.width, split);
@@ -165,6 +165,8 @@ TEST(CpuGemmTest, PlanDependsOnShapeAndCoversIt) {
     }
   }
   EXPECT_FALSE(PlanGemm(1024, 784, 256).by_columns);
+  EXPECT_FALSE(PlanGemm(1024, 1024, 256).by_columns) << "a square output is split by rows";
+  EXPECT_EQ(PlanGemm(1024, 1024, 256).count, 4);
   EXPECT_EQ(PlanGemm(1024, 784, 256).count, 4);
   EXPECT_EQ(PlanGemm(256, 1024, 1024).count, 4);
   EXPECT_EQ(PlanGemm(10, 1024, 256).count, 1) << "too few flops to split";
