@@ -130,7 +130,8 @@ GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k) {
   const int64_t split = plan.by_columns ? n : m;
   const int64_t other = plan.by_columns ? m : n;
   // The most blocks, a power of two up to kMaxBlocks, that keeps each at
-  // least kMinBlockWidth wide and kMinBlockFlops large.
+  // least kMinBlockWidth wide and kMinBlockFlops large (Note [How many
+  // blocks]).
   int64_t count = 1;
   while (count < kMaxBlocks && split / (2 * count) >= kMinBlockWidth &&
          2.0 * other * k * (static_cast<double>(split) / (2 * count)) >= kMinBlockFlops) {

@@ -34,11 +34,21 @@
 // k with the block's own a or b slice, so every output element comes from
 // the same call with the same arguments whichever thread runs it, and the
 // threads only decide who makes which call. A block is a set of whole
-// columns (n > m) or whole rows (m >= n): the library's packing of the
-// shared operand is repeated per block, so blocks are at least
-// kMinBlockWidth wide and kMinBlockFlops large. A square output goes by
-// rows: on oneDNN's kernels its 4 row blocks ran 3-7% faster than its 4
-// column blocks (1024 x 1024 outputs, k from 256 to 1024, on one core).
+// columns (n > m) or whole rows (m >= n); a square output goes by rows,
+// whose blocks ran 3-7% faster than column blocks on oneDNN's kernels
+// (1024 x 1024 outputs, k from 256 to 1024, on one core).
+//
+// Note [How many blocks]
+// Rule: as many blocks as kMaxBlocks, each at least kMinBlockWidth wide and
+// kMinBlockFlops (about 0.2 ms on one core) large; fewer where the GEMM is
+// smaller. A block is a library call: it repacks the operand every block
+// reads and has fixed costs, so blocks cost the single thread, and buy the
+// threads of a worker their parallelism. Measured on dp_cpu_bench's MLP
+// (1024-wide layers): at batch 256 its GEMMs make 8 blocks, and one worker
+// of 8 threads took 4.7-8.3 ms a step on the GPU machine's Xeon against
+// 7.9-12.2 ms with 4 blocks (at least 256 wide, 8 MFLOP); one thread took
+// 3-4% longer on the 2-core development machine. At batch 128 they make 4
+// blocks, 64 2, as the threads of 2 or 4 workers on 8 cores want.
 // Across machines the bits follow the library and the kernels it picks for
 // the CPU (AVX2 or AVX-512 ones sum in different orders);
 // TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell picks the same
@@ -89,8 +99,8 @@ struct GemmPlan {
   int64_t count = 1;
   int64_t width = 0;
 };
-constexpr int64_t kMinBlockWidth = 256;
-constexpr double kMinBlockFlops = 8e6;
+constexpr int64_t kMinBlockWidth = 128;
+constexpr double kMinBlockFlops = 40e6;
 constexpr int64_t kMaxBlocks = 8;
 GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k);
 

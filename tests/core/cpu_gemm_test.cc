@@ -164,11 +164,14 @@ TEST(CpuGemmTest, PlanDependsOnShapeAndCoversIt) {
       EXPECT_GE(plan.width, kMinBlockWidth);
     }
   }
+  // Note [How many blocks], on dp_cpu_bench's MLP.
   EXPECT_FALSE(PlanGemm(1024, 784, 256).by_columns);
   EXPECT_FALSE(PlanGemm(1024, 1024, 256).by_columns) << "a square output is split by rows";
-  EXPECT_EQ(PlanGemm(1024, 1024, 256).count, 4);
-  EXPECT_EQ(PlanGemm(1024, 784, 256).count, 4);
-  EXPECT_EQ(PlanGemm(256, 1024, 1024).count, 4);
+  EXPECT_EQ(PlanGemm(1024, 1024, 256).count, 8);
+  EXPECT_EQ(PlanGemm(1024, 784, 256).count, 8);
+  EXPECT_EQ(PlanGemm(256, 1024, 1024).count, 8);
+  EXPECT_EQ(PlanGemm(128, 1024, 1024).count, 4) << "8 blocks would be under 40 MFLOP";
+  EXPECT_EQ(PlanGemm(64, 1024, 1024).count, 2);
   EXPECT_EQ(PlanGemm(10, 1024, 256).count, 1) << "too few flops to split";
 }
 
