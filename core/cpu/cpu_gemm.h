@@ -39,11 +39,11 @@
 // (1024 x 1024 outputs, k from 256 to 1024, on one core).
 //
 // Note [How many blocks]
-// Rule: as many blocks as kMaxBlocks, each at least kMinBlockWidth wide and
-// kMinBlockFlops (about 0.2 ms on one core) large; fewer where the GEMM is
-// smaller. A block is a library call: it repacks the operand every block
-// reads and has fixed costs, so blocks cost the single thread, and buy the
-// threads of a worker their parallelism. Measured on dp_cpu_bench's MLP
+// Rule: the most blocks, up to kMaxBlocks, that are each at least
+// kMinBlockWidth wide and kMinBlockFlops (about 0.2 ms on one core) large.
+// A block is a library call: it repacks the operand every block reads and
+// has fixed costs, so blocks cost the single thread, and buy the threads of
+// a worker their parallelism. Measured on dp_cpu_bench's MLP
 // (1024-wide layers): at batch 256 its GEMMs make 8 blocks, and one worker
 // of 8 threads took 4.7-8.3 ms a step on the GPU machine's Xeon against
 // 7.9-12.2 ms with 4 blocks (at least 256 wide, 8 MFLOP); one thread took
