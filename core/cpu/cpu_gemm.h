@@ -35,20 +35,17 @@
 // the same call with the same arguments whichever thread runs it, and the
 // threads only decide who makes which call. A block is a set of whole
 // columns (n > m) or whole rows (m >= n); a square output goes by rows,
-// whose blocks ran 3-7% faster than column blocks on oneDNN's kernels
-// (1024 x 1024 outputs, k from 256 to 1024, on one core).
+// whose blocks oneDNN's kernels run faster than column blocks.
 //
 // Note [How many blocks]
 // Rule: the most blocks, up to kMaxBlocks, that are each at least
 // kMinBlockWidth wide and kMinBlockFlops (about 0.2 ms on one core) large.
 // A block is a library call: it repacks the operand every block reads and
 // has fixed costs, so blocks cost the single thread, and buy the threads of
-// a worker their parallelism. Measured on dp_cpu_bench's MLP
-// (1024-wide layers): at batch 256 its GEMMs make 8 blocks, and one worker
-// of 8 threads took 4.7-8.3 ms a step on the GPU machine's Xeon against
-// 7.9-12.2 ms with 4 blocks (at least 256 wide, 8 MFLOP); one thread took
-// 3-4% longer on the 2-core development machine. At batch 128 they make 4
-// blocks, 64 2, as the threads of 2 or 4 workers on 8 cores want.
+// a worker their parallelism. With these bounds a 1024-wide layer's GEMMs
+// make 8 blocks at batch 256 (one worker of 8 threads keeps them all
+// busy), 4 at batch 128 and 2 at 64 (the threads of 2 or 4 workers on 8
+// cores); docs/benchmarks.md, "One worker on many cores", has the times.
 // Across machines the bits follow the library and the kernels it picks for
 // the CPU (AVX2 or AVX-512 ones sum in different orders);
 // TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell picks the same
