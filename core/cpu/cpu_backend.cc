@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/cpu/bf16_convert.h"
 #include "core/cpu/cpu_allocator.h"
+#include "core/cpu/cpu_column_sums.h"
 #include "core/cpu/cpu_gemm.h"
 #include "core/cpu/cpu_gemm_bf16.h"
 #include "core/cpu/cpu_layer_norm.h"
@@ -190,9 +191,16 @@ class CpuBackend : public Backend {
 
   void ColumnSums(const Lane&, CPtr x, int64_t rows, int64_t cols, float alpha,
                   float beta, Ptr out) override {
-    In X(intra(), x, rows * cols);
     Out O(intra(), out, cols, beta != 0.f);
-    math::ColumnSums(intra(), X.get(), rows, cols, alpha, beta, O.get());
+    cpu::ColumnSums(intra(), x, rows, cols, alpha, beta, O.get());
+  }
+
+  void ActivationBackwardColumnSums(const Lane&, Activation activation, CPtr x, CPtr dy, Ptr dz,
+                                    int64_t rows, int64_t cols, float beta,
+                                    Ptr sums) override {
+    Out S(intra(), sums, cols, beta != 0.f);
+    cpu::ActivationBackwardColumnSums(intra(), activation, x, dy, dz, rows, cols, beta,
+                                      S.get());
   }
 
   void Binary(const Lane&, BinaryOp op, CPtr a, CPtr b, Ptr out, int64_t n) override {

@@ -1,6 +1,5 @@
 #include "core/cpu/cpu_math.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -8,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/cpu/bf16_convert.h"
+#include "core/cpu/with_activation.h"
 #include "core/dtype.h"
 #include "core/kernel_math.h"
 
@@ -15,15 +15,6 @@ namespace tandem {
 namespace cpu {
 namespace math {
 namespace {
-
-// Note [Column sum order]
-// ColumnSums is the one op here left to Eigen, whole, on one thread: Eigen
-// adds a column's rows in an order that depends on the expression (where
-// the column falls among 8-float packets, whether the matrix is strided),
-// so splitting the columns into blocks, or writing the loop out, would
-// change some sums in the last bit, and with them the numbers every
-// training gives. Bias gradients are a small part of a step (one pass over
-// a layer's output).
 
 int64_t CheckedLabel(const float* labels, int64_t row, int64_t classes) {
   const float label = labels[row];
@@ -36,24 +27,6 @@ int64_t CheckedLabel(const float* labels, int64_t row, int64_t classes) {
 
 int64_t RowArgmax(const float* row, int64_t cols) {
   return std::max_element(row, row + cols) - row;
-}
-
-// Calls body(std::integral_constant<Activation, A>) for the runtime
-// `activation`, so that each loop is compiled (and vectorised) for one
-// activation instead of switching per element.
-template <typename Body>
-void WithActivation(Activation activation, Body&& body) {
-  switch (activation) {
-    case Activation::kRelu:
-      return body(std::integral_constant<Activation, Activation::kRelu>());
-    case Activation::kGelu:
-      return body(std::integral_constant<Activation, Activation::kGelu>());
-    case Activation::kTanh:
-      return body(std::integral_constant<Activation, Activation::kTanh>());
-    case Activation::kIdentity:
-    default:
-      return body(std::integral_constant<Activation, Activation::kIdentity>());
-  }
 }
 
 // One row of SoftmaxCrossEntropy: the row's loss (in double), and its
@@ -96,18 +69,6 @@ void BiasActivation(const IntraOp& intra, Activation activation, const float* x,
       }
     });
   });
-}
-
-// One Eigen column sum over the whole matrix, on the calling thread: see
-// Note [Column sum order].
-void ColumnSums(const IntraOp&, const float* x, int64_t rows, int64_t cols, float alpha,
-                float beta, float* out) {
-  using Matrix = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic,
-                                                Eigen::RowMajor>>;
-  Eigen::Map<Eigen::VectorXf> o(out, cols);
-  if (beta == 0.f) o.setZero(); else o *= beta;
-  if (rows == 0) return;
-  o += alpha * Matrix(x, rows, cols).colwise().sum().transpose();
 }
 
 void Binary(const IntraOp& intra, BinaryOp op, const float* a, const float* b, float* out,

@@ -5,9 +5,8 @@
 //
 // Each function spreads its work over `intra`'s threads in pieces that do
 // not depend on the thread count, and reduces in a fixed order (a loss adds
-// its rows' losses in row order; ColumnSums stays one Eigen call on the
-// calling thread, Note [Column sum order] in cpu_math.cc), so results are
-// the same bits on any number of threads.
+// its rows' losses in row order), so results are the same bits on any
+// number of threads. Column sums are in cpu_column_sums.h.
 #ifndef TANDEM_CORE_CPU_CPU_MATH_H_
 #define TANDEM_CORE_CPU_CPU_MATH_H_
 
@@ -22,8 +21,6 @@ namespace math {
 
 void BiasActivation(const IntraOp& intra, Activation activation, const float* x, const float* bias,
                     float* pre, float* out, int64_t rows, int64_t cols);
-void ColumnSums(const IntraOp& intra, const float* x, int64_t rows, int64_t cols, float alpha,
-                float beta, float* out);
 void Binary(const IntraOp& intra, BinaryOp op, const float* a, const float* b, float* out,
             int64_t n);
 void Axpy(const IntraOp& intra, float alpha, const float* x, float* y, int64_t n);

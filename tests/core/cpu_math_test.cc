@@ -1,7 +1,6 @@
 // Tests core/cpu/cpu_math.h: each function spread over several threads
 // gives the same bits as on one (the rule in the header), and equals a plain
-// loop written here from the op's definition (the column sum: a double-
-// precision one, to rounding); and IntraOp::ForRanges covers
+// loop written here from the op's definition; and IntraOp::ForRanges covers
 // [0, n) once in pieces that depend on n and the grain only.
 #include <gtest/gtest.h>
 
@@ -81,25 +80,6 @@ TEST_F(CpuMathTest, ElementWiseOpsMatchTheirDefinitionOnAnyThreadCount) {
   for (int64_t i = 0; i < kSize; i += 89) {
     ASSERT_EQ(axpy[i], y_[i] + 0.3f * x_[i]) << i;
     ASSERT_EQ(div[i], x_[i] / y_[i]) << i;
-  }
-}
-
-// Eigen adds a column in an order of its own (Note [Column sum order]):
-// against a double-precision sum, to float rounding over 300 rows.
-TEST_F(CpuMathTest, ColumnSumsMatchADoublePrecisionSum) {
-  const auto sums = OnOneAndFour("ColumnSums", [&](const IntraOp& intra) {
-    std::vector<float> out = bias_;
-    ColumnSums(intra, x_.data(), kRows, kCols, 0.5f, 2.f, out.data());
-    return out;
-  });
-  for (int64_t c = 0; c < kCols; ++c) {
-    double s = 0.0, magnitude = 0.0;
-    for (int64_t r = 0; r < kRows; ++r) {
-      s += x_[r * kCols + c];
-      magnitude += std::abs(x_[r * kCols + c]);
-    }
-    ASSERT_NEAR(sums[c], 2.0 * bias_[c] + 0.5 * s, 1e-6 * (magnitude + 4.0))
-        << "column " << c;
   }
 }
 
