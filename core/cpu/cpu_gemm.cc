@@ -124,19 +124,17 @@ std::string Describe(GemmLibrary library) {
   return version + " (" + kernels + ")";
 }
 
-GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k) {
+GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k, int threads) {
   GemmPlan plan;
   plan.by_columns = n > m;
   const int64_t split = plan.by_columns ? n : m;
   const int64_t other = plan.by_columns ? m : n;
-  // The most blocks, a power of two up to kMaxBlocks, that keeps each at
-  // least kMinBlockWidth wide and kMinBlockFlops large (Note [How many
-  // blocks]).
-  int64_t count = 1;
-  while (count < kMaxBlocks && split / (2 * count) >= kMinBlockWidth &&
-         2.0 * other * k * (static_cast<double>(split) / (2 * count)) >= kMinBlockFlops) {
-    count *= 2;
-  }
+  // One block per thread, each at least kMinBlockWidth wide and
+  // kMinBlockFlops large (Note [How many blocks]).
+  const double flops = 2.0 * static_cast<double>(other) * k * split;
+  const int64_t count = std::max<int64_t>(
+      1, std::min<int64_t>({threads, split / kMinBlockWidth,
+                            static_cast<int64_t>(flops / kMinBlockFlops)}));
   // Widths a multiple of 16 floats (64 bytes), so blocks start on cache lines
   // when the matrix does.
   plan.width = ((split + count - 1) / count + 15) / 16 * 16;

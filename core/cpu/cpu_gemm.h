@@ -2,7 +2,7 @@
 // row-major matrices, computed by a library in column or row blocks spread
 // over the CPU context's thread pool.
 //
-//   cpu::GemmPlan plan = cpu::PlanGemm(m, n, k);      // blocks from the shape
+//   cpu::GemmPlan plan = cpu::PlanGemm(m, n, k, 8);   // blocks for 8 threads
 //   cpu::Gemm(cpu::GemmLibrary::kOneDnn, pool, threads, false, true, m, n, k,
 //             1.f, a, b, 0.f, c);                      // c = a b^T
 //
@@ -28,28 +28,34 @@
 // path on an AVX-512 machine).
 //
 // Note [Blocked GEMM]
-// Rule: a GEMM's result is bitwise the same for any intra-op thread count.
-// Mechanism: PlanGemm splits the output into blocks from (m, n, k) alone,
-// never from the thread count; each block is one library call over the full
-// k with the block's own a or b slice, so every output element comes from
-// the same call with the same arguments whichever thread runs it, and the
-// threads only decide who makes which call. A block is a set of whole
-// columns (n > m) or whole rows (m >= n); a square output goes by rows,
-// whose blocks oneDNN's kernels run faster than column blocks.
+// Rule: a GEMM's result depends on its operands, its shape and the worker's
+// intra-op thread count, and on nothing else: not on which thread computes
+// what, nor on what else runs; a run with the same flags gives the same
+// bits.
+// Mechanism: PlanGemm splits the output into blocks from (m, n, k) and the
+// thread count; each block is one library call over the full k with the
+// block's own a or b slice, so every output element comes from the same
+// call with the same arguments whichever thread runs it, and the threads
+// only decide who makes which call. A block is a set of whole columns
+// (n > m) or whole rows (m >= n); a square output goes by rows, whose
+// blocks oneDNN's kernels run faster than column blocks.
 //
 // Note [How many blocks]
-// Rule: the most blocks, up to kMaxBlocks, that are each at least
+// Rule: one block per intra-op thread, as long as each block stays at least
 // kMinBlockWidth wide and kMinBlockFlops (about 0.2 ms on one core) large.
 // A block is a library call: it repacks the operand every block reads and
-// has fixed costs, so blocks cost the single thread, and buy the threads of
-// a worker their parallelism. With these bounds a 1024-wide layer's GEMMs
-// make 8 blocks at batch 256 (one worker of 8 threads keeps them all
-// busy), 4 at batch 128 and 2 at 64 (the threads of 2 or 4 workers on 8
-// cores); docs/benchmarks.md, "One worker on many cores", has the times.
-// Across machines the bits follow the library and the kernels it picks for
-// the CPU (AVX2 or AVX-512 ones sum in different orders);
-// TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell picks the same
-// AVX2 kernels everywhere.
+// has fixed costs, so a thread does best with one block of its own; a
+// single thread makes one call. With these bounds a 1024-wide layer's
+// GEMMs at batch 256 make 8 blocks on 8 threads (or more), 4 at batch 128
+// and 2 at 64, so that one worker of 8 threads, or 2 or 4 workers on 8
+// cores, keep their threads busy; docs/benchmarks.md, "One worker on many
+// cores", has the times. A different thread count splits the output
+// differently, and oneDNN's column blocks (not its row blocks) then sum in
+// a different order, so results may differ in the last bits between runs
+// with different --cpu_threads. Across machines the bits follow the
+// library and the kernels it picks for the CPU (AVX2 or AVX-512 ones sum in
+// different orders); TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell
+// picks the same AVX2 kernels everywhere.
 #ifndef TANDEM_CORE_CPU_CPU_GEMM_H_
 #define TANDEM_CORE_CPU_CPU_GEMM_H_
 
@@ -98,8 +104,8 @@ struct GemmPlan {
 };
 constexpr int64_t kMinBlockWidth = 128;
 constexpr double kMinBlockFlops = 40e6;
-constexpr int64_t kMaxBlocks = 8;
-GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k);
+// threads >= 1: the intra-op threads of the worker calling.
+GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k, int threads);
 
 // The operands of block `index` of `plan` within `whole`.
 template <typename T>
@@ -123,7 +129,7 @@ GemmOperands<T> SliceGemm(const GemmOperands<T>& whole, const GemmPlan& plan, in
 template <typename T, typename Block>
 void RunGemmBlocks(ThreadPool& pool, int threads, const GemmOperands<T>& whole,
                    const Block& block) {
-  const GemmPlan plan = PlanGemm(whole.m, whole.n, whole.k);
+  const GemmPlan plan = PlanGemm(whole.m, whole.n, whole.k, threads);
   auto run = [&](int64_t index) {
     block(plan.count == 1 ? whole : SliceGemm(whole, plan, index));
   };

@@ -21,7 +21,7 @@ void WidenMatrix(const uint16_t* bits, int64_t rows, int64_t cols, int64_t ld, f
 // Note [Widening a block at a time].
 void GemmWidened(GemmLibrary library, ThreadPool& pool, int threads,
                  const GemmOperands<uint16_t>& whole, float alpha, float beta) {
-  const bool split_b = PlanGemm(whole.m, whole.n, whole.k).by_columns;
+  const bool split_b = PlanGemm(whole.m, whole.n, whole.k, threads).by_columns;
   // The operand every block reads whole, widened once (dense, as stored).
   const uint16_t* shared = split_b ? whole.a : whole.b;
   const int64_t shared_size = split_b ? whole.m * whole.k : whole.k * whole.n;
