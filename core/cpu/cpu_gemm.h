@@ -42,20 +42,20 @@
 //
 // Note [How many blocks]
 // Rule: one block per intra-op thread, as long as each block stays at least
-// kMinBlockWidth wide and kMinBlockFlops (about 0.2 ms on one core) large.
-// A block is a library call: it repacks the operand every block reads and
-// has fixed costs, so a thread does best with one block of its own; a
-// single thread makes one call. With these bounds a 1024-wide layer's
-// GEMMs make 8 blocks at batch 256 on 8 threads (or more), 4 at batch 128
-// on 4 threads and 2 at 64 on 2, so that one worker of 8 threads, or 2 or 4
-// workers on 8 cores, keep their threads busy; docs/benchmarks.md, "One
-// worker on many cores", has the times. A different thread count splits the output
-// differently, and oneDNN's column blocks (not its row blocks) then sum in
-// a different order, so results may differ in the last bits between runs
-// with different --cpu_threads. Across machines the bits follow the
-// library and the kernels it picks for the CPU (AVX2 or AVX-512 ones sum in
-// different orders); TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell
-// picks the same AVX2 kernels everywhere.
+// kMinBlockWidth wide and kMinBlockFlops (about 0.2 ms on one core) large. A
+// block is a library call: it repacks the operand every block reads and has
+// fixed costs, so a thread does best with one block of its own; a single thread
+// makes one call. With these bounds a 1024-wide layer's GEMMs make 8 blocks at
+// batch 256 on 8 threads (or more), 4 at batch 128 on 4 threads and 2 at 64 on
+// 2, so that one worker of 8 threads, or 2 or 4 workers on 8 cores, keep their
+// threads busy; docs/benchmarks.md, "One worker on many cores", has the times.
+// A different thread count splits the output differently, and a narrower call
+// may sum in another order than a wider one (oneDNN's column blocks do), so
+// results may differ in the last bits between runs with different
+// --cpu_threads. Across machines the bits follow the library and the kernels it
+// picks for the CPU (AVX2 or AVX-512 ones sum in different orders);
+// TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell picks the same AVX2
+// kernels everywhere.
 #ifndef TANDEM_CORE_CPU_CPU_GEMM_H_
 #define TANDEM_CORE_CPU_CPU_GEMM_H_
 
