@@ -14,14 +14,7 @@ if [ $# -lt 3 ]; then
 fi
 core=$1 rounds=$2; shift 2
 here=$(cd "$(dirname "$0")" && pwd)
-python=
-for candidate in python3 /usr/bin/python3; do
-  if "$candidate" -c 'import torch' 2>/dev/null; then python=$candidate; break; fi
-done
-if [ -z "$python" ]; then
-  echo "run_cpu_one_core.sh: no python3 with PyTorch (on Debian: apt-get install python3-torch)" >&2
-  exit 1
-fi
+. "$here/torch_python.sh"
 flags=(--mode=threads --overlap=on --steps=20 --repeats=5 --warmup=5 --workers=1
        --cpu_threads=1 --comm_iters=1)
 step_ms() { grep '^result' | grep -o 'step_ms=[0-9.]*' | head -1 | cut -d= -f2; }

@@ -12,16 +12,7 @@ set -u
 bin=$1; shift
 cores=("$@"); [ ${#cores[@]} -eq 0 ] && cores=(2)
 here=$(cd "$(dirname "$0")" && pwd)
-# The first python3 on PATH that has PyTorch (a pyenv one may shadow
-# Debian's /usr/bin/python3 with python3-torch).
-python=
-for candidate in python3 /usr/bin/python3; do
-  if "$candidate" -c 'import torch' 2>/dev/null; then python=$candidate; break; fi
-done
-if [ -z "$python" ]; then
-  echo "run_cpu_vs_torch.sh: no python3 with PyTorch (on Debian: apt-get install python3-torch)" >&2
-  exit 1
-fi
+. "$here/torch_python.sh"
 flags=(--mode=threads --overlap=on --steps=20 --repeats=5 --warmup=5)
 "$bin" --workers=1 --cpu_threads=1 --steps=1 --repeats=1 --warmup=1 2>&1 | grep '^machine' | head -1
 for n in "${cores[@]}"; do
