@@ -34,6 +34,13 @@ PacketColumns EigenPacketColumns(const float* out, int64_t cols) {
   return {begin, begin + (cols - begin) / kPacket * kPacket};
 }
 
+// One thread's buffers for a tile's rows: up to four rows in use at once
+// (slots 0 to 3), and two inputs of the row being made.
+struct TileBuffers {
+  float rows[4][kColumnTile];
+  float x[kColumnTile], dy[kColumnTile];
+};
+
 // Adds rows [0, rows) of `width` columns into acc in the order of Note
 // [Column sum order], packet order where `packet_order`. row(i, slot)
 // returns row i's values of those columns as float32; up to four rows are
@@ -60,8 +67,9 @@ void SumRows(int64_t rows, int64_t width, bool packet_order, Row&& row, float* _
 }
 
 // Sums the columns [0, cols) in tiles, in parallel: row_of(i, begin, width,
-// slot) gives row i's columns [begin, begin + width). Each tile is cut where
-// the packet columns start and end, so that each part has one order.
+// slot, buffers) gives row i's columns [begin, begin + width), in
+// buffers.rows[slot] where it must make them. Each tile is cut where the
+// packet columns start and end, so that each part has one order.
 template <typename RowOf>
 void SumColumns(const IntraOp& intra, int64_t rows, int64_t cols, float alpha, float beta,
                 float* out, RowOf&& row_of) {
@@ -69,6 +77,7 @@ void SumColumns(const IntraOp& intra, int64_t rows, int64_t cols, float alpha, f
   const int64_t tiles = (cols + kColumnTile - 1) / kColumnTile;
   intra.ForRanges(tiles, 1, [&](int64_t first_tile, int64_t end_tile) {
     float acc[kColumnTile];
+    TileBuffers buffers;
     for (int64_t t = first_tile; t < end_tile; ++t) {
       const int64_t tile_begin = t * kColumnTile;
       const int64_t tile_end = std::min(cols, tile_begin + kColumnTile);
@@ -78,7 +87,8 @@ void SumColumns(const IntraOp& intra, int64_t rows, int64_t cols, float alpha, f
         const int64_t begin = cuts[part], width = cuts[part + 1] - cuts[part];
         if (width == 0) continue;
         SumRows(rows, width, part == 1,
-                [&](int64_t i, int slot) { return row_of(i, begin, width, slot); }, acc);
+                [&](int64_t i, int slot) { return row_of(i, begin, width, slot, buffers); },
+                acc);
         float* o = out + begin;
         for (int64_t j = 0; j < width; ++j) {
           o[j] = (beta == 0.f ? 0.f : o[j] * beta) + alpha * acc[j];
@@ -105,9 +115,8 @@ void ColumnSums(const IntraOp& intra, CPtr x, int64_t rows, int64_t cols, float 
     return;
   }
   SumColumns(intra, rows, cols, alpha, beta, out,
-             [&](int64_t i, int64_t begin, int64_t width, int slot) {
-               thread_local float buffers[4][kColumnTile];
-               return Floats(x, i * cols + begin, width, buffers[slot]);
+             [&](int64_t i, int64_t begin, int64_t width, int slot, TileBuffers& buffers) {
+               return Floats(x, i * cols + begin, width, buffers.rows[slot]);
              });
 }
 
@@ -116,15 +125,12 @@ void ActivationBackwardColumnSums(const IntraOp& intra, Activation activation, C
   if (rows == 0) return ColumnSums(intra, CPtr{}, 0, cols, 1.f, beta, sums);
   WithActivation(activation, [&](auto act) {
     SumColumns(intra, rows, cols, 1.f, beta, sums,
-               [&](int64_t i, int64_t begin, int64_t width, int slot) {
-                 thread_local float x_buffer[kColumnTile], dy_buffer[kColumnTile];
-                 thread_local float dz_buffers[4][kColumnTile];
+               [&](int64_t i, int64_t begin, int64_t width, int slot, TileBuffers& buffers) {
                  const int64_t offset = i * cols + begin;
-                 const float* xs = Floats(x, offset, width, x_buffer);
-                 const float* g = Floats(dy, offset, width, dy_buffer);  // may be dz
-                 float* d = dz.dtype == DType::kFloat32
-                                           ? static_cast<float*>(dz.data) + offset
-                                           : dz_buffers[slot];
+                 const float* xs = Floats(x, offset, width, buffers.x);
+                 const float* g = Floats(dy, offset, width, buffers.dy);  // may be dz
+                 float* d = dz.dtype == DType::kFloat32 ? static_cast<float*>(dz.data) + offset
+                                                        : buffers.rows[slot];
                  for (int64_t j = 0; j < width; ++j) {
                    d[j] = g[j] * kernel_math::ActivateGrad(act(), xs[j]);
                  }
