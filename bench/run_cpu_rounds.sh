@@ -16,23 +16,8 @@ set -u
 usage="usage: run_cpu_rounds.sh CORES ROUNDS LAYOUTS DP_CPU_BENCH [DP_CPU_BENCH...]"
 if [ $# -lt 4 ]; then echo "$usage" >&2; exit 2; fi
 cores=$1 rounds=$2; IFS=, read -r -a layouts <<< "$3"; shift 3
-# The number of cores CORES names, each one that this machine has.
-count_cores() {
-  local total=0 part
-  IFS=, read -r -a parts <<< "$1"
-  for part in "${parts[@]}"; do
-    if [[ $part =~ ^[0-9]+$ ]]; then total=$((total + 1))
-    elif [[ $part =~ ^([0-9]+)-([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ]; then
-      total=$((total + BASH_REMATCH[2] - BASH_REMATCH[1] + 1))
-    else return 1; fi
-  done
-  echo "$total"
-}
-if ! n=$(count_cores "$cores") || [ "$(taskset -c "$cores" nproc 2>/dev/null)" != "$n" ]; then
-  echo "run_cpu_rounds.sh: CORES '$cores' is not a list of this machine's cores" \
-    "(0-$(($(nproc --all) - 1)); e.g. 3 or 0-7)" >&2
-  exit 2
-fi
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/core_list.sh"
 for bin in "$@"; do
   if [ ! -x "$bin" ]; then echo "run_cpu_rounds.sh: $bin is not an executable file" >&2; exit 2; fi
 done
@@ -41,7 +26,6 @@ for layout in "${layouts[@]}"; do
     echo "run_cpu_rounds.sh: layout '$layout' is not WORKERSxTHREADS (e.g. 2x4)" >&2; exit 2
   fi
 done
-here=$(cd "$(dirname "$0")" && pwd)
 . "$here/torch_python.sh"
 flags=(--mode=threads --overlap=on --steps=20 --repeats=5 --warmup=5 --comm_iters=1)
 step_ms() { grep '^result' | grep -o 'step_ms=[0-9.]*' | head -1 | cut -d= -f2; }

@@ -18,6 +18,16 @@ with dp_cpu_bench's meanings: step_ms is the median over --repeats runs of
 --steps steps, step_ms_min the fastest run; gflops counts the GEMMs of one
 step (2 x batch x in x out for every forward product and weight gradient,
 and every input gradient but the first layer's).
+
+With --gemms it times the step's GEMMs alone instead, as bench/cpu_gemm_bench
+does for Tandem: torch.mm on each product of the step, in the layouts
+torch.nn.Linear's forward and backward use (x wᵀ, dzᵀ x, dz w), --rounds
+rounds each taking every product in turn --reps times. Prints a line per
+product and one for their sum, with cpu_gemm_bench's keys:
+
+    gemm bench=torch_cpu_gemms name=fc1.weight_grad m=1024 n=784 k=256 trans_a=1
+         trans_b=0 us=... gflops=...
+    result bench=torch_cpu_gemms threads=1 batch=256 gemm_ms=... gflops=...
 """
 
 import argparse
@@ -39,9 +49,15 @@ def parse_args():
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--gemms", action="store_true",
+                        help="time the step's GEMMs alone (see the docstring)")
+    parser.add_argument("--rounds", type=int, default=15, help="with --gemms: rounds")
+    parser.add_argument("--reps", type=int, default=10,
+                        help="with --gemms: calls of each product per round")
     args = parser.parse_args()
-    if args.threads < 1 or args.steps < 1 or args.repeats < 1 or args.warmup < 1:
-        parser.error("--threads, --steps, --repeats and --warmup must be at least 1")
+    if min(args.threads, args.steps, args.repeats, args.warmup, args.rounds, args.reps) < 1:
+        parser.error("--threads, --steps, --repeats, --warmup, --rounds and --reps must be "
+                     "at least 1")
     args.hidden = [int(h) for h in args.hidden.split(",") if h]
     return args
 
@@ -50,6 +66,49 @@ def step_flops(sizes, batch):
     products = sum((2.0 if l == 0 else 3.0) * sizes[l] * sizes[l + 1]
                    for l in range(len(sizes) - 1))
     return 2.0 * batch * products
+
+
+def step_products(torch, sizes, batch):
+    """(name, m, n, k, trans_a, trans_b, a, b, out) for each GEMM of the step."""
+    def operand(rows, cols, transposed):
+        return (torch.full((cols, rows), 0.01).t() if transposed
+                else torch.full((rows, cols), 0.01))
+
+    def product(name, m, n, k, trans_a, trans_b):
+        return (name, m, n, k, trans_a, trans_b, operand(m, k, trans_a),
+                operand(k, n, trans_b), torch.empty(m, n))
+
+    products = []
+    for l in range(len(sizes) - 1):
+        fan_in, fan_out, layer = sizes[l], sizes[l + 1], f"fc{l + 1}"
+        products.append(product(layer + ".forward", batch, fan_out, fan_in, False, True))
+        products.append(product(layer + ".weight_grad", fan_out, fan_in, batch, True, False))
+        if l > 0:
+            products.append(product(layer + ".input_grad", batch, fan_in, fan_out, False, False))
+    return products
+
+
+def time_gemms(torch, args, sizes):
+    products = step_products(torch, sizes, args.batch_size)
+    for _, _, _, _, _, _, a, b, out in products:
+        torch.mm(a, b, out=out)
+    seconds = [[] for _ in products]
+    for _ in range(args.rounds):
+        for i, (_, _, _, _, _, _, a, b, out) in enumerate(products):
+            start = time.perf_counter()
+            for _ in range(args.reps):
+                torch.mm(a, b, out=out)
+            seconds[i].append((time.perf_counter() - start) / args.reps)
+    total = flops = 0.0
+    for (name, m, n, k, trans_a, trans_b, *_), times in zip(products, seconds):
+        median = statistics.median(times)
+        total += median
+        flops += 2.0 * m * n * k
+        print(f"gemm bench=torch_cpu_gemms name={name} m={m} n={n} k={k} "
+              f"trans_a={int(trans_a)} trans_b={int(trans_b)} us={median * 1e6:.1f} "
+              f"gflops={2.0 * m * n * k / median / 1e9:.1f}")
+    print(f"result bench=torch_cpu_gemms torch={torch.__version__} threads={args.threads} "
+          f"batch={args.batch_size} gemm_ms={total * 1e3:.3f} gflops={flops / total / 1e9:.1f}")
 
 
 def main():
@@ -68,6 +127,9 @@ def main():
     torch.manual_seed(args.seed)
 
     sizes = [args.inputs] + args.hidden + [args.classes]
+    if args.gemms:
+        time_gemms(torch, args, sizes)
+        return
     layers = []
     for l in range(len(sizes) - 1):
         layers.append(torch.nn.Linear(sizes[l], sizes[l + 1]))
