@@ -12,6 +12,9 @@ if [ $# -ne 3 ]; then echo "usage: run_cpu_gemms.sh CORES ROUNDS CPU_GEMM_BENCH"
 cores=$1 rounds=$2 bin=$3
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/core_list.sh"
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "run_cpu_gemms.sh: ROUNDS '$rounds' is not a positive whole number" >&2; exit 2
+fi
 if [ ! -x "$bin" ]; then echo "run_cpu_gemms.sh: $bin is not an executable file" >&2; exit 2; fi
 . "$here/torch_python.sh"
 log=$(mktemp)

@@ -18,6 +18,9 @@ if [ $# -lt 4 ]; then echo "$usage" >&2; exit 2; fi
 cores=$1 rounds=$2; IFS=, read -r -a layouts <<< "$3"; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/core_list.sh"
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "run_cpu_rounds.sh: ROUNDS '$rounds' is not a positive whole number" >&2; exit 2
+fi
 for bin in "$@"; do
   if [ ! -x "$bin" ]; then echo "run_cpu_rounds.sh: $bin is not an executable file" >&2; exit 2; fi
 done
