@@ -6,15 +6,15 @@
 //                                     rows, cols, 0.f, sums);
 //
 // Note [Column sum order]
-// Rule: every column adds its rows in a fixed order, the one Eigen's
-// vectorised colwise sum uses (which earlier builds called, so results keep
-// their bits). A column that falls in a whole vector packet of the output's
-// aligned stretch (Eigen's packet and alignment for float: 8 floats and 32
-// bytes with AVX) adds the first row, then (r[i] + r[i+1]) + (r[i+2] +
-// r[i+3]) for i = 1, 5, ... while i < (rows - 1) rounded down to a multiple
-// of 4, then the remaining rows one at a time; every other column (before
-// the first aligned packet, after the last whole one) adds its rows one at
-// a time. Then out = (beta == 0 ? 0 : beta out) + alpha sum.
+// Rule: every column adds its rows in a fixed order, the one Eigen's vectorised
+// colwise sum uses, so that the sums are Eigen's bit for bit. A column that
+// falls in a whole vector packet of the output's aligned stretch (Eigen's
+// packet and alignment for float: 8 floats and 32 bytes with AVX) adds the
+// first row, then (r[i] + r[i+1]) + (r[i+2] + r[i+3]) for i = 1, 5, ...
+// while i < (rows - 1) rounded down to a multiple of 4, then the remaining
+// rows one at a time; every other column (before the first aligned packet,
+// after the last whole one) adds its rows one at a time. Then
+// out = (beta == 0 ? 0 : beta out) + alpha sum.
 // Mechanism: the columns are cut into tiles of kColumnTile, each summed by
 // one thread reading its rows front to back (so memory streams in, instead
 // of 8 columns at a time down all rows); the tiles do not change any

@@ -48,7 +48,7 @@
 // makes one call. With these bounds a 1024-wide layer's GEMMs make 8 blocks at
 // batch 256 on 8 threads (or more), 4 at batch 128 on 4 threads and 2 at 64 on
 // 2, so that one worker of 8 threads, or 2 or 4 workers on 8 cores, keep their
-// threads busy; docs/benchmarks.md, "One worker on many cores", has the times.
+// threads busy (docs/benchmarks.md, "Beside PyTorch on the same cores").
 // A different thread count splits the output differently, and a narrower call
 // may sum in another order than a wider one (oneDNN's column blocks do), so
 // results may differ in the last bits between runs with different

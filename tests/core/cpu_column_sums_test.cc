@@ -22,8 +22,8 @@ namespace {
 using testing_support::OnOneAndFour;
 using testing_support::RandomNormals;
 
-// The expression the CPU backend's column sums were before they were
-// written out (Note [Column sum order]).
+// Eigen's colwise sum, whose order the column sums keep (Note [Column sum
+// order]).
 void EigenColumnSums(const float* x, int64_t rows, int64_t cols, float alpha, float beta,
                      float* out) {
   using Matrix = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic,
