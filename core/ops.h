@@ -50,7 +50,10 @@ namespace ops {
 // different devices.
 void WaitFor(const Lane& waiter, const Lane& producer);
 
-// c = alpha * op(a) op(b) + beta * c for 2-D a, b, c.
+// c = alpha * op(a) op(b) + beta * c for 2-D a, b, c. a and b share a
+// dtype, except on a backend that widens bfloat16 (!MultipliesBFloat16()),
+// where one may be float32 beside a bfloat16 other; float32 a and b give a
+// float32 c, a bfloat16 operand a c of either dtype.
 void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b,
           bool trans_b, Tensor& c, float alpha = 1.f, float beta = 0.f);
 // The general form: d = act(alpha op(a) op(b) + beta c + bias), for a

@@ -52,13 +52,20 @@ void MoveTo(Layer& layer, Device device) {
   for (Parameter& p : layer.Parameters()) {
     *p.value = p.value->To(device);
     *p.grad = Tensor::Zeros(p.value->shape(), device);  // gradients are float32
-    if (p.working != nullptr) *p.working = p.working->To(device);
+    // Rebuilt from the master below, if the layer keeps it on `device`.
+    if (p.working != nullptr) *p.working = Tensor::Empty({0}, device, p.working->dtype());
   }
+  SyncWorkingCopies(layer);
 }
 
 void SyncWorkingCopies(Layer& layer) {
   for (Parameter& p : layer.Parameters()) {
-    if (p.working != nullptr) ops::Cast(*p.value, *p.working);
+    if (p.working == nullptr) continue;
+    Tensor& working = *p.working;
+    if (working.shape() != p.value->shape() || working.device() != p.value->device()) {
+      working = Tensor::Empty(p.value->shape(), p.value->device(), working.dtype());
+    }
+    ops::Cast(*p.value, working);
   }
 }
 

@@ -177,11 +177,15 @@ class Layer {
 std::vector<Parameter> PrefixedParameters(const std::string& prefix, Layer& layer);
 // Sets every gradient of `layer` to zero, on the main lane.
 void ZeroGrad(Layer& layer);
-// Moves parameters (and zeroed gradients) of `layer` to `device`.
+// Moves parameters (and zeroed gradients) of `layer` to `device`; working
+// copies are rebuilt there from the masters, for the parameters whose
+// working copy the layer keeps on `device` (Parameters() after the move).
 void MoveTo(Layer& layer, Device device);
 // Writes every parameter's value into its working copy (where it has one),
 // on the main lane: after something set the values directly (a checkpoint
-// restored, rank 0's weights broadcast).
+// restored, rank 0's weights broadcast). A working copy whose shape or
+// device differs from its value's (an empty placeholder, say) is first
+// allocated anew in its dtype, on the value's device.
 void SyncWorkingCopies(Layer& layer);
 // Total number of parameter elements.
 int64_t ParameterCount(Layer& layer);

@@ -68,9 +68,11 @@ Linear::Linear(std::string name, int64_t in_features, int64_t out_features,
     bias_grad_ = Tensor::Zeros({out_}, options.device);
   }
   if (policy_.has_working_copies()) {
+    // Empty placeholders in the working dtype: SyncWorkingCopies allocates
+    // and writes those that Parameters() hands out.
     const DType dtype = policy_.compute_dtype();
-    weight_work_ = Tensor::Empty({out_, in_}, options.device, dtype);
-    if (options.bias) bias_work_ = Tensor::Empty({out_}, options.device, dtype);
+    weight_work_ = Tensor::Empty({0}, options.device, dtype);
+    if (options.bias) bias_work_ = Tensor::Empty({0}, options.device, dtype);
     SyncWorkingCopies(*this);
   }
 }
@@ -88,8 +90,8 @@ std::string Linear::Describe() const {
 
 std::vector<Parameter> Linear::Parameters() {
   const bool working = policy_.has_working_copies();
-  std::vector<Parameter> params = {
-      {name_ + ".weight", &weight_, &weight_grad_, working ? &weight_work_ : nullptr}};
+  std::vector<Parameter> params = {{name_ + ".weight", &weight_, &weight_grad_,
+                                    KeepsWeightWorkingCopy() ? &weight_work_ : nullptr}};
   if (options_.bias) {
     params.push_back({name_ + ".bias", &bias_, &bias_grad_, working ? &bias_work_ : nullptr});
   }

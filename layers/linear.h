@@ -30,13 +30,31 @@ enum class Init {
 // Parses "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal".
 Init ParseInit(const std::string& name);
 
+// Note [Float32 weights where bfloat16 is widened]
+// Rule: in bf16, a Linear's GEMMs read a bfloat16 working copy of the weight
+// where the device multiplies bfloat16 (Backend::MultipliesBFloat16), and the
+// float32 master where it widens bfloat16 to float32 (a CPU without
+// bfloat16 dot products); the layer keeps, and hands to the optimizer, a
+// working copy of the weight only where it reads one. Activations and the
+// bias are bfloat16 either way.
+// Why: where bfloat16 is widened the GEMM multiplies in float32 whatever it
+// is given, so a rounded copy of the weight would only cost time (the
+// optimizer's rounding pass, and every GEMM's widening pass over the whole
+// weight) and precision. The gain is measured in docs/benchmarks.md ("bf16
+// on a CPU with AVX-512 BF16").
+// Consequence: on such a CPU a bf16 model multiplies unrounded weights, so
+// its results differ from a bfloat16 GEMM's by more than summation order;
+// both are held to the same bf16 tolerances against fp32.
+// Mechanism: Parameters() and weight_for_math() ask the weight's backend;
+// MoveTo rebuilds working copies on the new device (layers/layer.h).
 struct LinearOptions {
   Activation activation = Activation::kIdentity;
   Init init = Init::kKaimingUniform;
   bool bias = true;
   Device device = Device::Cpu();
-  // bf16: bfloat16 activations and working copies of the weights, float32
-  // masters and gradients; tf32: TF32 GEMMs (layers/precision.h).
+  // bf16: bfloat16 activations and working copies of the weights (Note
+  // [Float32 weights where bfloat16 is widened]), float32 masters and
+  // gradients; tf32: TF32 GEMMs (layers/precision.h).
   Precision precision = Precision::kFp32;
 };
 
@@ -73,9 +91,17 @@ class Linear : public Layer {
   void CheckBackward(const Tensor& dy) const;
   // `t` in the compute dtype (a cast when it is not).
   Tensor InComputeDType(const Tensor& t) const;
-  // What the GEMMs read: the working copies in bf16, the masters otherwise.
-  const Tensor& weight_for_math() const { return policy_.has_working_copies() ? weight_work_ : weight_; }
-  const Tensor& bias_for_math() const { return policy_.has_working_copies() ? bias_work_ : bias_; }
+  // Note [Float32 weights where bfloat16 is widened].
+  bool KeepsWeightWorkingCopy() const {
+    return policy_.has_working_copies() && weight_.backend().MultipliesBFloat16();
+  }
+  // What the GEMMs read: the working copies where kept, the masters otherwise.
+  const Tensor& weight_for_math() const {
+    return KeepsWeightWorkingCopy() ? weight_work_ : weight_;
+  }
+  const Tensor& bias_for_math() const {
+    return policy_.has_working_copies() ? bias_work_ : bias_;
+  }
   // Whether the bias gradient comes out of the activation's gradient pass.
   bool BiasSummedWithActivation() const {
     return options_.bias && options_.activation != Activation::kIdentity;
@@ -100,7 +126,9 @@ class Linear : public Layer {
   PrecisionPolicy policy_;
   Tensor weight_, weight_grad_;  // [out, in], float32
   Tensor bias_, bias_grad_;      // [out], float32
-  Tensor weight_work_, bias_work_;  // bf16 working copies (bf16 only)
+  // bf16 working copies (bf16 only; the weight's an empty placeholder where
+  // not kept).
+  Tensor weight_work_, bias_work_;
   SavedTensor input_{"input"};   // [batch, in], from the last Forward, compute dtype
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign); nothing for the identity.

@@ -8,6 +8,10 @@
 //         GEMMs in bfloat16 with float32 accumulation; float32 master
 //         parameters (what the optimizer updates and checkpoints keep),
 //         float32 gradients, and losses, softmax and reductions in float32.
+//         Where the device widens bfloat16 to float32 for GEMMs (a CPU
+//         without bfloat16 dot products), Linear multiplies by the float32
+//         masters instead (Note [Float32 weights where bfloat16 is widened]
+//         in layers/linear.h).
 //
 //   LinearOptions options;
 //   options.precision = ParsePrecision("bf16");

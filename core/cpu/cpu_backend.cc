@@ -153,6 +153,8 @@ class CpuBackend : public Backend {
     if (src != dst) std::memmove(dst, src, bytes);
   }
 
+  bool MultipliesBFloat16() const override { return Bf16GemmFast(); }
+
   void Gemm(const Lane&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
             float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
             const GemmSpec& spec) override {
@@ -169,6 +171,7 @@ class CpuBackend : public Backend {
                     static_cast<const uint16_t*>(a.data), static_cast<const uint16_t*>(b.data),
                     beta, out.get());
     } else {
+      // float32 operands, or a bfloat16 one beside a float32 one: In widens it.
       In A(intra(), a, m * k), B(intra(), b, k * n);
       cpu::Gemm(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k, alpha,
                 A.get(), B.get(), beta, out.get());

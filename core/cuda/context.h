@@ -125,6 +125,7 @@ class CudaContext : public Backend {
   void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
             int64_t k, float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
             const GemmSpec& spec) override;
+  bool MultipliesBFloat16() const override { return true; }
   bool GemmWantsATransposed(DType dtype, bool tf32) const override;
   void BiasActivation(const Lane& lane, Activation activation, CPtr x, CPtr bias,
                       Ptr pre, Ptr out, int64_t rows, int64_t cols) override;

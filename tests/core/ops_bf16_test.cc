@@ -267,6 +267,47 @@ TEST_P(OpsBf16Test, WorkingCopyIsTheRoundedParameter) {
   EXPECT_EQ(working32.ToVector(), param.ToVector());
 }
 
+// A bfloat16 operand beside a float32 one: where the backend widens
+// bfloat16 (the CPU without bfloat16 dot products, and the _widen_ run), the
+// GEMM of the float32 operand as it is and the widened bfloat16 one, bit for
+// bit what float32 operands holding the same values give (then rounded once
+// for a bfloat16 result); elsewhere refused, naming both dtypes.
+TEST_P(OpsBf16Test, GemmMixesDTypesWhereBf16IsWidened) {
+  const int64_t m = 7, n = 33, k = 45;
+  std::vector<float> weights(n * k);
+  for (float& x : weights) x = rng_.Normal();  // not bfloat16-representable
+  const Tensor a16 = Tensor::FromVector(Values(m * k), {m, k}, device(), kBf16);
+  const Tensor a32 = Tensor::FromVector(a16.ToVector(), {m, k}, device());
+  const Tensor b = Tensor::FromVector(weights, {n, k}, device());
+  Tensor d32 = Tensor::Empty({m, n}, device());
+  Tensor d16 = Tensor::Empty({m, n}, device(), kBf16);
+  if (b.backend().MultipliesBFloat16()) {
+    try {
+      ops::Gemm(a16, false, b, true, d32);
+      ADD_FAILURE() << "a bfloat16 a beside a float32 b was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("a is bfloat16 [7, 45] but b is float32 [33, 45]"),
+                std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  Tensor expected = Tensor::Empty({m, n}, device());
+  ops::Gemm(a32, false, b, true, expected);
+  ops::Gemm(a16, false, b, true, d32);
+  EXPECT_EQ(d32.ToVector(), expected.ToVector());
+  ops::Gemm(a16, false, b, true, d16);
+  std::vector<float> rounded = expected.ToVector();
+  for (float& x : rounded) x = RoundToBFloat16(x);
+  EXPECT_EQ(d16.ToVector(), rounded);
+  // The float32 operand as a: b a^T [n, m].
+  Tensor dt = Tensor::Empty({n, m}, device());
+  Tensor expected_t = Tensor::Empty({n, m}, device());
+  ops::Gemm(b, false, a32, true, expected_t);
+  ops::Gemm(b, false, a16, true, dt);
+  EXPECT_EQ(dt.ToVector(), expected_t.ToVector());
+}
+
 INSTANTIATE_DEVICE_TEST_SUITE_P(OpsBf16Test);
 
 }  // namespace
