@@ -29,7 +29,15 @@ for b in bin/tests_*; do
   case "$b" in *fuzz*|*.so|*npy_dump) continue;; esac
   name=$(basename "$b")
   case "$name" in *_bin|*mpi*) continue;; esac
-  timeout 300 "$b" > "$logs/$name.log" 2>&1; rc=$?
+  # The instruction-set variants, with the environment their BUILD targets
+  # set (tests/core/BUILD, tests/layers/BUILD).
+  case "$name" in
+    *_widen_test) isa=(DNNL_MAX_CPU_ISA=AVX512_CORE);;
+    *cpu_gemm_avx2_test) isa=(OPENBLAS_CORETYPE=Haswell DNNL_MAX_CPU_ISA=AVX2);;
+    *cpu_gemm_old_kernels_test) isa=(OPENBLAS_CORETYPE=Prescott DNNL_MAX_CPU_ISA=AVX2);;
+    *) isa=();;
+  esac
+  env "${isa[@]}" timeout 300 "$b" > "$logs/$name.log" 2>&1; rc=$?
   p=$(grep -c '^\[       OK \]' "$logs/$name.log"); s=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$logs/$name.log")
   f=$(grep -c '^\[  FAILED  \].*(' "$logs/$name.log")
   passed=$((passed+p)); skipped=$((skipped+s)); failed=$((failed+f))
