@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The bf16 CPU step on the widened path (what CPUs without AVX-512 BF16
+# take; DNNL_MAX_CPU_ISA=AVX512_CORE forces it) beside the fp32 step,
+# alternated round after round on the cores given: one worker per core, one
+# thread each, 64 samples per worker, the Fashion-MNIST example's MLP
+# (784-512-256-10). Prints a line per run and the medians over the rounds,
+# with each round's bf16 step over its fp32 step (the median and the range).
+#   bash bench/run_cpu_widened.sh CORES ROUNDS DP_CPU_BENCH
+# CORES is a taskset list ("1", "2,3"). E.g. one core, six rounds:
+#   bash bench/run_cpu_widened.sh 1 6 bazel-out/k8-opt/bin/bench/dp_cpu_bench
+set -u
+if [ $# -ne 3 ]; then echo "usage: run_cpu_widened.sh CORES ROUNDS DP_CPU_BENCH" >&2; exit 2; fi
+cores=$1 rounds=$2 bin=$3
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/core_list.sh"
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "run_cpu_widened.sh: ROUNDS '$rounds' is not a positive whole number" >&2; exit 2
+fi
+if [ ! -x "$bin" ]; then echo "run_cpu_widened.sh: $bin is not an executable file" >&2; exit 2; fi
+overlap=on
+[ "$n" -eq 1 ] && overlap=off
+flags=(--mode=threads --workers="$n" --cpu_threads=1 --hidden=512,256 --batch_size=$((64 * n))
+       --overlap=$overlap --steps=200 --repeats=5)
+widened='bfloat16 GEMM: float32 GEMM on widened operands'
+# Prints the run's step_ms; exits if a bf16 run did not take the widened path.
+step_ms() {
+  local out
+  out=$("$@") || { echo "run_cpu_widened.sh: $* failed" >&2; exit 1; }
+  if [[ $* == *bf16* ]] && ! grep -q "^machine .*$widened" <<< "$out"; then
+    echo "run_cpu_widened.sh: the bf16 run did not take the widened path" >&2; exit 1
+  fi
+  grep '^result' <<< "$out" | grep -o 'step_ms=[0-9.]*' | head -1 | cut -d= -f2
+}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for r in $(seq 1 "$rounds"); do
+  fp32=$(step_ms taskset -c "$cores" "$bin" "${flags[@]}" --precision=fp32) || exit 1
+  bf16=$(DNNL_MAX_CPU_ISA=AVX512_CORE step_ms taskset -c "$cores" "$bin" "${flags[@]}" \
+    --precision=bf16) || exit 1
+  echo "round=$r cores=$cores workers=$n fp32_ms=$fp32 bf16_widened_ms=$bf16" \
+    "ratio=$(awk -v a="$bf16" -v b="$fp32" 'BEGIN { printf "%.3f", a / b }')"
+done | tee "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+column() { grep -o "$1=[0-9.]*" "$log" | cut -d= -f2; }
+echo "summary cores=$cores workers=$n rounds=$rounds fp32_ms_median=$(column fp32_ms | median)" \
+  "bf16_widened_ms_median=$(column bf16_widened_ms | median)" \
+  "ratio_median=$(column ratio | median)" \
+  "ratio_range=$(column ratio | sort -g | head -1)-$(column ratio | sort -g | tail -1)"
