@@ -9,13 +9,9 @@
 #   bash bench/run_cpu_gemms.sh 3 3 bazel-out/k8-opt/bin/bench/cpu_gemm_bench
 set -u
 if [ $# -ne 3 ]; then echo "usage: run_cpu_gemms.sh CORES ROUNDS CPU_GEMM_BENCH" >&2; exit 2; fi
-cores=$1 rounds=$2 bin=$3
+cores=$1 rounds=$2 bin=$3 bins=("$3")
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/core_list.sh"
-if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-  echo "run_cpu_gemms.sh: ROUNDS '$rounds' is not a positive whole number" >&2; exit 2
-fi
-if [ ! -x "$bin" ]; then echo "run_cpu_gemms.sh: $bin is not an executable file" >&2; exit 2; fi
+. "$here/round_args.sh"
 . "$here/torch_python.sh"
 log=$(mktemp)
 for r in $(seq 1 "$rounds"); do

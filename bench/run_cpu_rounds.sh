@@ -15,15 +15,9 @@
 set -u
 usage="usage: run_cpu_rounds.sh CORES ROUNDS LAYOUTS DP_CPU_BENCH [DP_CPU_BENCH...]"
 if [ $# -lt 4 ]; then echo "$usage" >&2; exit 2; fi
-cores=$1 rounds=$2; IFS=, read -r -a layouts <<< "$3"; shift 3
+cores=$1 rounds=$2; IFS=, read -r -a layouts <<< "$3"; shift 3; bins=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/core_list.sh"
-if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-  echo "run_cpu_rounds.sh: ROUNDS '$rounds' is not a positive whole number" >&2; exit 2
-fi
-for bin in "$@"; do
-  if [ ! -x "$bin" ]; then echo "run_cpu_rounds.sh: $bin is not an executable file" >&2; exit 2; fi
-done
+. "$here/round_args.sh"
 for layout in "${layouts[@]}"; do
   if ! [[ $layout =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]]; then
     echo "run_cpu_rounds.sh: layout '$layout' is not WORKERSxTHREADS (e.g. 2x4)" >&2; exit 2

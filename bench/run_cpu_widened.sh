@@ -10,23 +10,22 @@
 #   bash bench/run_cpu_widened.sh 1 6 bazel-out/k8-opt/bin/bench/dp_cpu_bench
 set -u
 if [ $# -ne 3 ]; then echo "usage: run_cpu_widened.sh CORES ROUNDS DP_CPU_BENCH" >&2; exit 2; fi
-cores=$1 rounds=$2 bin=$3
+cores=$1 rounds=$2 bin=$3 bins=("$3")
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/core_list.sh"
-if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-  echo "run_cpu_widened.sh: ROUNDS '$rounds' is not a positive whole number" >&2; exit 2
-fi
-if [ ! -x "$bin" ]; then echo "run_cpu_widened.sh: $bin is not an executable file" >&2; exit 2; fi
+. "$here/round_args.sh"
 overlap=on
 [ "$n" -eq 1 ] && overlap=off
 flags=(--mode=threads --workers="$n" --cpu_threads=1 --hidden=512,256 --batch_size=$((64 * n))
        --overlap=$overlap --steps=200 --repeats=5)
-widened='bfloat16 GEMM: float32 GEMM on widened operands'
-# Prints the run's step_ms; exits if a bf16 run did not take the widened path.
+# The step_ms of one run in PRECISION (fp32, or bf16 on the widened path,
+# which its machine line must name); exits when the run fails or does not.
 step_ms() {
-  local out
-  out=$("$@") || { echo "run_cpu_widened.sh: $* failed" >&2; exit 1; }
-  if [[ $* == *bf16* ]] && ! grep -q "^machine .*$widened" <<< "$out"; then
+  local precision=$1 out isa=()
+  [ "$precision" = bf16 ] && isa=(DNNL_MAX_CPU_ISA=AVX512_CORE)
+  out=$(env "${isa[@]}" taskset -c "$cores" "$bin" "${flags[@]}" --precision="$precision") ||
+    { echo "run_cpu_widened.sh: the $precision run failed" >&2; exit 1; }
+  if [ "$precision" = bf16 ] &&
+     ! grep -q '^machine .*bfloat16 GEMM: float32 GEMM on widened operands' <<< "$out"; then
     echo "run_cpu_widened.sh: the bf16 run did not take the widened path" >&2; exit 1
   fi
   grep '^result' <<< "$out" | grep -o 'step_ms=[0-9.]*' | head -1 | cut -d= -f2
@@ -34,9 +33,8 @@ step_ms() {
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for r in $(seq 1 "$rounds"); do
-  fp32=$(step_ms taskset -c "$cores" "$bin" "${flags[@]}" --precision=fp32) || exit 1
-  bf16=$(DNNL_MAX_CPU_ISA=AVX512_CORE step_ms taskset -c "$cores" "$bin" "${flags[@]}" \
-    --precision=bf16) || exit 1
+  fp32=$(step_ms fp32) || exit 1
+  bf16=$(step_ms bf16) || exit 1
   echo "round=$r cores=$cores workers=$n fp32_ms=$fp32 bf16_widened_ms=$bf16" \
     "ratio=$(awk -v a="$bf16" -v b="$fp32" 'BEGIN { printf "%.3f", a / b }')"
 done | tee "$log"
