@@ -128,8 +128,9 @@ class Backend {
   // and op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m]. C may be
   // D (in place) and is not read when beta is 0. A and B share a dtype,
   // except where MultipliesBFloat16() is false (either may then be bfloat16
-  // beside a float32 other); C and D share one (float32 or bfloat16,
-  // accumulation in float32 either way). The CPU backend computes in float32
+  // beside a float32 other, and float32 A and B may give a bfloat16 D); C
+  // and D share one (float32 or bfloat16, accumulation in float32 either
+  // way). The CPU backend computes in float32
   // and rounds the result once; the CUDA backend calls cuBLAS or cuBLASLt
   // (bias and ReLU in the epilogue).
   virtual void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
@@ -139,8 +140,8 @@ class Backend {
   // CUDA backend, and for the CPU backend where the CPU has bfloat16 dot
   // products. Where false, Gemm widens bfloat16 operands to float32 and runs
   // the float32 GEMM, so a float32 operand costs it nothing: it takes one
-  // beside a bfloat16 operand (Note [Float32 weights where bfloat16 is
-  // widened] in layers/linear.h).
+  // beside a bfloat16 operand, and so do the activation-gradient ops (Note
+  // [Float32 operands where bfloat16 is widened] in layers/linear.h).
   virtual bool MultipliesBFloat16() const = 0;
   // Whether Gemm with trans_a and not trans_b (both operands stored with k
   // as their row index, as in a weight gradient dy^T x) runs well below its

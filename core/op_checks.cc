@@ -1,5 +1,6 @@
 #include "core/op_checks.h"
 
+#include "core/backend.h"
 #include "core/check.h"
 
 namespace tandem {
@@ -35,6 +36,11 @@ void CheckSameDType(const char* op, const char* a_name, const Tensor& a, const c
       << op << ": " << a_name << " is " << DTypeName(a.dtype()) << " "
       << ShapeToString(a.shape()) << " but " << b_name << " is " << DTypeName(b.dtype())
       << " " << ShapeToString(b.shape()) << ": they must share a dtype";
+}
+
+void CheckSameDTypeUnlessWidened(const char* op, const char* a_name, const Tensor& a,
+                                 const char* b_name, const Tensor& b) {
+  if (a.backend().MultipliesBFloat16()) CheckSameDType(op, a_name, a, b_name, b);
 }
 
 void CheckMatrix(const char* op, const char* name, const Tensor& t) {

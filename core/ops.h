@@ -51,9 +51,9 @@ namespace ops {
 void WaitFor(const Lane& waiter, const Lane& producer);
 
 // c = alpha * op(a) op(b) + beta * c for 2-D a, b, c. a and b share a
-// dtype, except on a backend that widens bfloat16 (!MultipliesBFloat16()),
-// where one may be float32 beside a bfloat16 other; float32 a and b give a
-// float32 c, a bfloat16 operand a c of either dtype.
+// dtype, and float32 a and b give a float32 c, a bfloat16 operand a c of
+// either dtype; except on a backend that widens bfloat16
+// (!MultipliesBFloat16()), where a, b and c may each be either.
 void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b,
           bool trans_b, Tensor& c, float alpha = 1.f, float beta = 0.f);
 // The general form: d = act(alpha op(a) op(b) + beta c + bias), for a
@@ -93,14 +93,16 @@ void Cast(const Lane& lane, const Tensor& src, Tensor& dst);
 Tensor ToDType(const Lane& lane, const Tensor& t, DType dtype);
 void ActivationForward(const Lane& lane, Activation activation,
                        const Tensor& x, Tensor& y);
-// dx = dy * act'(x), or += when accumulate.
+// dx = dy * act'(x), or += when accumulate. dy and dx share a dtype, except
+// on a backend that widens bfloat16, where dx may be float32 beside a
+// bfloat16 dy, or the other way round.
 void ActivationBackward(const Lane& lane, Activation activation,
                         const Tensor& x, const Tensor& dy, Tensor& dx,
                         bool accumulate = false);
 // dz = dy * act'(x) for x [rows, cols], and sums [cols] = beta * sums +
 // the column sums of dz: ActivationBackward then ColumnSums, in one pass
 // where the backend can (a layer's pre-activation and bias gradients). dz
-// may be dy.
+// may be dy. dy and dz share a dtype as in ActivationBackward.
 void ActivationBackwardColumnSums(const Lane& lane, Activation activation, const Tensor& x,
                                   const Tensor& dy, Tensor& dz, Tensor& sums,
                                   float beta = 0.f);

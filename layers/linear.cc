@@ -98,11 +98,11 @@ std::vector<Parameter> Linear::Parameters() {
   return params;
 }
 
-Tensor Linear::InComputeDType(const Tensor& t) const {
+Tensor Linear::ForGemms(const Lane& lane, const Tensor& t) const {
   const DType dtype = policy_.compute_dtype();
-  if (t.dtype() == dtype) return t;
+  if (t.dtype() == dtype || WidensBFloat16()) return t;
   Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
-  ops::Cast(t, cast);
+  ops::Cast(lane, t, cast);
   return cast;
 }
 
@@ -117,10 +117,10 @@ Tensor Linear::Forward(const Tensor& x) {
   // The parameter lane was joined before this Forward (the weights it
   // updates are read here): what it read may go.
   kept_for_param_lane_.clear();
-  // A float32 input (data) is cast to bfloat16 here in bf16 mode.
-  // Saved with its version: a write into it by the caller after Forward
-  // then fails Backward (layers/saved_tensor.h).
-  input_.Save(InComputeDType(x));
+  // A float32 input (data) is cast to bfloat16 here in bf16 mode, unless
+  // bfloat16 is widened. Saved with its version: a write into it by the
+  // caller after Forward then fails Backward (layers/saved_tensor.h).
+  input_.Save(ForGemms(ops::MainLaneOf(x), x));
   const Tensor& input = input_.tensor();
   const DType dtype = policy_.compute_dtype();
   Tensor y = Tensor::Empty({x.dim(0), out_}, x.device(), dtype);
@@ -171,13 +171,9 @@ void Linear::CheckBackward(const Tensor& dy) const {
 Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args,
                                                         const Tensor& dy) {
   const Lane& lane = args.lane;
-  Tensor g = dy;
-  if (g.dtype() != policy_.compute_dtype()) {
-    g = Tensor::Empty(dy.shape(), dy.device(), policy_.compute_dtype());
-    ops::Cast(lane, dy, g);
-  }
+  const Tensor g = ForGemms(lane, dy);
   if (options_.activation == Activation::kIdentity) return {g, Tensor()};
-  Tensor dz = Tensor::Empty(g.shape(), g.device(), g.dtype());
+  Tensor dz = Tensor::Empty(g.shape(), g.device(), PreActivationGradDType(g.dtype()));
   if (!BiasSummedWithActivation()) {
     ops::ActivationBackward(lane, options_.activation, pre_activation_.tensor(), g, dz);
     return {dz, Tensor()};

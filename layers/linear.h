@@ -30,30 +30,36 @@ enum class Init {
 // Parses "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal".
 Init ParseInit(const std::string& name);
 
-// Note [Float32 weights where bfloat16 is widened]
-// Rule: in bf16, a Linear's GEMMs read a bfloat16 working copy of the weight
-// where the device multiplies bfloat16 (Backend::MultipliesBFloat16), and the
-// float32 master where it widens bfloat16 to float32 (a CPU without
-// bfloat16 dot products); the layer keeps, and hands to the optimizer, a
-// working copy of the weight only where it reads one. Activations and the
-// bias are bfloat16 either way.
+// Note [Float32 operands where bfloat16 is widened]
+// Rule: in bf16, what leaves a Linear (its output and its input gradient)
+// is bfloat16. Where the device multiplies bfloat16
+// (Backend::MultipliesBFloat16), the layer's GEMMs read bfloat16: a working
+// copy of the weight, the input and output gradient cast to bfloat16, and
+// dz (the gradient before the activation) in bfloat16. Where the device
+// widens bfloat16 to float32 (a CPU without bfloat16 dot products), they
+// read float32 wherever the layer holds or is given it: the float32 master
+// weight (the layer keeps no working copy of it), a float32 input (data)
+// and output gradient (a loss's) as given, and dz, which the layer then
+// computes in float32. Only the bfloat16 activations and input gradients
+// that other layers hand it are widened. The bias is bfloat16 either way.
 // Why: where bfloat16 is widened the GEMM multiplies in float32 whatever it
-// is given, so a rounded copy of the weight would only cost time (the
-// optimizer's rounding pass, and every GEMM's widening pass over the whole
-// weight) and precision. The gain is measured in docs/benchmarks.md ("bf16
-// on a CPU with AVX-512 BF16").
-// Consequence: on such a CPU a bf16 model multiplies unrounded weights, so
-// its results differ from a bfloat16 GEMM's by more than summation order;
-// both are held to the same bf16 tolerances against fp32.
-// Mechanism: Parameters() and weight_for_math() ask the weight's backend;
-// MoveTo rebuilds working copies on the new device (layers/layer.h).
+// is given, so rounding to bfloat16 what it would widen back costs a pass
+// each way (over every weight, in the optimizer and in two GEMMs a step)
+// and precision. The gain is measured in docs/benchmarks.md ("bf16 on a CPU
+// with AVX-512 BF16").
+// Consequence: on such a CPU a bf16 model computes more in float32 than a
+// bfloat16 GEMM does, so its results differ from one's by more than
+// summation order; both are held to the same bf16 tolerances against fp32.
+// Mechanism: WidensBFloat16() asks the weight's backend; Parameters() and
+// weight_for_math() follow it; MoveTo rebuilds working copies on the new
+// device (layers/layer.h).
 struct LinearOptions {
   Activation activation = Activation::kIdentity;
   Init init = Init::kKaimingUniform;
   bool bias = true;
   Device device = Device::Cpu();
   // bf16: bfloat16 activations and working copies of the weights (Note
-  // [Float32 weights where bfloat16 is widened]), float32 masters and
+  // [Float32 operands where bfloat16 is widened]), float32 masters and
   // gradients; tf32: TF32 GEMMs (layers/precision.h).
   Precision precision = Precision::kFp32;
 };
@@ -89,11 +95,19 @@ class Linear : public Layer {
   int64_t out_;
   LinearOptions options_;
   void CheckBackward(const Tensor& dy) const;
-  // `t` in the compute dtype (a cast when it is not).
-  Tensor InComputeDType(const Tensor& t) const;
-  // Note [Float32 weights where bfloat16 is widened].
+  // Note [Float32 operands where bfloat16 is widened].
+  bool WidensBFloat16() const {
+    return policy_.has_working_copies() && !weight_.backend().MultipliesBFloat16();
+  }
   bool KeepsWeightWorkingCopy() const {
-    return policy_.has_working_copies() && weight_.backend().MultipliesBFloat16();
+    return policy_.has_working_copies() && !WidensBFloat16();
+  }
+  // `t` as the GEMMs read it: in the compute dtype (a cast when it is not),
+  // or as it is where WidensBFloat16().
+  Tensor ForGemms(const Lane& lane, const Tensor& t) const;
+  // dz's dtype for an output gradient of `dy_dtype`.
+  DType PreActivationGradDType(DType dy_dtype) const {
+    return WidensBFloat16() ? DType::kFloat32 : dy_dtype;
   }
   // What the GEMMs read: the working copies where kept, the masters otherwise.
   const Tensor& weight_for_math() const {
@@ -129,7 +143,7 @@ class Linear : public Layer {
   // bf16 working copies (bf16 only; the weight's an empty placeholder where
   // not kept).
   Tensor weight_work_, bias_work_;
-  SavedTensor input_{"input"};   // [batch, in], from the last Forward, compute dtype
+  SavedTensor input_{"input"};   // [batch, in], from the last Forward, as ForGemms gives it
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign); nothing for the identity.
   SavedTensor pre_activation_;

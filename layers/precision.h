@@ -9,9 +9,10 @@
 //         parameters (what the optimizer updates and checkpoints keep),
 //         float32 gradients, and losses, softmax and reductions in float32.
 //         Where the device widens bfloat16 to float32 for GEMMs (a CPU
-//         without bfloat16 dot products), Linear multiplies by the float32
-//         masters instead (Note [Float32 weights where bfloat16 is widened]
-//         in layers/linear.h).
+//         without bfloat16 dot products), Linear's GEMMs read float32
+//         wherever it has it instead: the masters, float32 data, and its own
+//         activation gradients (Note [Float32 operands where bfloat16 is
+//         widened] in layers/linear.h).
 //
 //   LinearOptions options;
 //   options.precision = ParsePrecision("bf16");

@@ -308,6 +308,81 @@ TEST_P(OpsBf16Test, GemmMixesDTypesWhereBf16IsWidened) {
   EXPECT_EQ(dt.ToVector(), expected_t.ToVector());
 }
 
+// Float32 a and b with a bfloat16 result: where bfloat16 is widened, the
+// float32 GEMM's result rounded once; elsewhere refused, naming d's dtype.
+TEST_P(OpsBf16Test, Float32GemmRoundsWhereBf16IsWidened) {
+  const int64_t m = 6, n = 20, k = 30;
+  std::vector<float> a_values(m * k), b_values(n * k);
+  for (float& v : a_values) v = rng_.Normal();  // not bfloat16-representable
+  for (float& v : b_values) v = rng_.Normal();
+  const Tensor a = Tensor::FromVector(a_values, {m, k}, device());
+  const Tensor b = Tensor::FromVector(b_values, {n, k}, device());
+  Tensor d16 = Tensor::Empty({m, n}, device(), kBf16);
+  if (b.backend().MultipliesBFloat16()) {
+    try {
+      ops::Gemm(a, false, b, true, d16);
+      ADD_FAILURE() << "float32 a and b with a bfloat16 d were taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    "Gemm: float32 a and b give a float32 result, but d is bfloat16"),
+                std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  Tensor expected = Tensor::Empty({m, n}, device());
+  ops::Gemm(a, false, b, true, expected);
+  ops::Gemm(a, false, b, true, d16);
+  std::vector<float> rounded = expected.ToVector();
+  for (float& x : rounded) x = RoundToBFloat16(x);
+  EXPECT_EQ(d16.ToVector(), rounded);
+}
+
+// An activation's gradient in float32 from a bfloat16 output gradient (or
+// the other way round): where bfloat16 is widened, the float32 op's bits on
+// the widened values (then rounded once for a bfloat16 result); elsewhere
+// refused, naming both dtypes.
+TEST_P(OpsBf16Test, ActivationGradientsMixDTypesWhereBf16IsWidened) {
+  const Tensor x = Tensor::FromVector(Values(kN, 2.f), {kRows, kCols}, device(), kBf16);
+  const Tensor dy16 = Tensor::FromVector(Values(kN), {kRows, kCols}, device(), kBf16);
+  const Tensor x32 = Tensor::FromVector(x.ToVector(), {kRows, kCols}, device());
+  const Tensor dy32 = Tensor::FromVector(dy16.ToVector(), {kRows, kCols}, device());
+  Tensor dz = Tensor::Empty({kRows, kCols}, device());
+  Tensor sums = Tensor::Empty({kCols}, device());
+  if (x.backend().MultipliesBFloat16()) {
+    for (const char* op : {"ActivationBackward", "ActivationBackwardColumnSums"}) {
+      try {
+        if (std::string(op) == "ActivationBackward") {
+          ops::ActivationBackward(Activation::kRelu, x, dy16, dz);
+        } else {
+          ops::ActivationBackwardColumnSums(Activation::kRelu, x, dy16, dz, sums);
+        }
+        ADD_FAILURE() << op << " took a bfloat16 dy beside a float32 result";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("dy is bfloat16 [37, 29] but"), std::string::npos)
+            << e.what();
+      }
+    }
+    return;
+  }
+  for (Activation act : {Activation::kRelu, Activation::kGelu}) {
+    Tensor expected = Tensor::Empty({kRows, kCols}, device());
+    Tensor expected_sums = Tensor::Empty({kCols}, device());
+    ops::ActivationBackwardColumnSums(act, x32, dy32, expected, expected_sums);
+    ops::ActivationBackwardColumnSums(act, x, dy16, dz, sums);
+    EXPECT_EQ(dz.ToVector(), expected.ToVector()) << ActivationName(act);
+    EXPECT_EQ(sums.ToVector(), expected_sums.ToVector()) << ActivationName(act);
+    ops::ActivationBackward(act, x32, dy32, expected);
+    ops::ActivationBackward(act, x, dy16, dz);
+    EXPECT_EQ(dz.ToVector(), expected.ToVector()) << ActivationName(act);
+    Tensor dx16 = Tensor::Empty({kRows, kCols}, device(), kBf16);
+    ops::ActivationBackward(act, x, dy32, dx16);
+    std::vector<float> rounded = expected.ToVector();
+    for (float& v : rounded) v = RoundToBFloat16(v);
+    EXPECT_EQ(dx16.ToVector(), rounded) << ActivationName(act);
+  }
+}
+
 INSTANTIATE_DEVICE_TEST_SUITE_P(OpsBf16Test);
 
 }  // namespace

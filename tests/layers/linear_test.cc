@@ -240,7 +240,7 @@ std::vector<float> Rounded(std::vector<float> v) {
 
 // The weight a bf16 layer multiplies by: its working copy where the device
 // multiplies bfloat16, its float32 master where it widens bfloat16 (Note
-// [Float32 weights where bfloat16 is widened] in layers/linear.h), checked
+// [Float32 operands where bfloat16 is widened] in layers/linear.h), checked
 // against that rule.
 std::vector<float> WeightMultiplied(Linear& layer) {
   const Parameter weight = layer.Parameters()[0];
@@ -301,6 +301,50 @@ TEST_P(LinearTest, Bf16MatchesFloat32OnBf16Values) {
       EXPECT_LE(RelativeL2(half.Parameters()[p].grad->ToVector(),
                            full.Parameters()[p].grad->ToVector()),
                 std::pow(2.0, -6))
+          << ActivationName(act) << " parameter " << p;
+    }
+  }
+}
+
+// Where bfloat16 is widened, a bf16 layer's GEMMs read float32 wherever the
+// layer holds or is given it (Note [Float32 operands where bfloat16 is
+// widened] in layers/linear.h): given a float32 input and output gradient it
+// computes as a float32 layer with the same weights and (bfloat16) bias, and
+// rounds only what leaves it. With ReLU or none, whose gradients need only
+// the output's sign, that gives the float32 layer's bits, rounded for the
+// output and the input gradient: a bfloat16 step in between (the input
+// cast, the output gradient cast, dz rounded) would show.
+TEST_P(LinearTest, Bf16WhereWidenedReadsFloat32AsGiven) {
+  if (GetBackend(device()).MultipliesBFloat16()) {
+    GTEST_SKIP() << device() << " multiplies bfloat16 (linear_widen_test runs this test on the "
+                 << "CPU's widened path)";
+  }
+  for (Activation act : {Activation::kRelu, Activation::kIdentity}) {
+    LinearOptions o;
+    o.device = device();
+    o.activation = act;
+    Rng rng_a(13), rng_b(13);
+    o.precision = Precision::kBf16;
+    Linear half("fc", 48, 24, rng_a, o);
+    o.precision = Precision::kFp32;
+    Linear full("fc", 48, 24, rng_b, o);
+    const std::vector<float> bias = Rounded(RandomInput(1, 24, 14).ToVector());
+    half.bias().CopyFrom(Tensor::FromVector(bias, {24}, device()));
+    SyncWorkingCopies(half);
+    full.bias().CopyFrom(Tensor::FromVector(bias, {24}, device()));
+    EXPECT_EQ(WeightMultiplied(half), full.weight().ToVector());
+    const Tensor x = RandomInput(16, 48, 15);
+    const Tensor y_half = half.Forward(x);
+    EXPECT_EQ(y_half.dtype(), DType::kBFloat16);
+    EXPECT_EQ(y_half.ToVector(), Rounded(full.Forward(x).ToVector())) << ActivationName(act);
+    const Tensor dy = RandomInput(16, 24, 16);
+    ZeroGrad(half);
+    ZeroGrad(full);
+    const Tensor dx_half = half.Backward(dy);
+    EXPECT_EQ(dx_half.dtype(), DType::kBFloat16);
+    EXPECT_EQ(dx_half.ToVector(), Rounded(full.Backward(dy).ToVector())) << ActivationName(act);
+    for (size_t p = 0; p < 2; ++p) {
+      EXPECT_EQ(half.Parameters()[p].grad->ToVector(), full.Parameters()[p].grad->ToVector())
           << ActivationName(act) << " parameter " << p;
     }
   }
