@@ -12,7 +12,13 @@
 //                  gradient GEMM, which the next layer's backward waits for.
 //
 // Each strategy is timed with and without the first layer's input gradient
-// (nothing needs it when the input is data). --precision picks the math:
+// (nothing needs it when the input is data). --dz_transposed takes each
+// weight gradient from a transposed copy of dz (dzT x, both operands read
+// along k), as Linear does where the backend wants it (TF32 on sm_90); the
+// default follows the step: on for tf32, off otherwise. --cool_ms idles the
+// GPU before the square GEMM and before each strategy's timing, so that short
+// runs (--reps=1) are timed from the clock state the square rate is measured
+// in; "pct_square" is a strategy's counted rate over the square GEMM's. --precision picks the math:
 // fp32 (CUBLAS_COMPUTE_32F, no TF32), tf32 (float32 operands, TF32 tensor
 // cores) or bf16 (bfloat16 operands and outputs, float32 accumulation; the
 // weight-gradient GEMM adds into float32 weights, as SGD in backward does).
@@ -26,17 +32,23 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "bench/bench_util.h"
 #include "core/check.h"
+#include "core/dtype.h"
+#include "core/rng.h"
 #include "core/cuda/cuda_check.h"
 
 namespace tandem {
@@ -63,12 +75,22 @@ struct GemmShape {
   }
 };
 
+// Device memory for one operand, filled with N(0, 1) values of the GEMM's
+// input type: GEMMs on zeros run faster than on data (the GPU holds a higher
+// clock), so zeros would overstate the rates.
 class DeviceBuffer {
  public:
-  // Room for `floats` float32 values (bfloat16 operands use half of it).
+  // Zeros: room for `floats` float32 values (the cuBLAS workspace).
   explicit DeviceBuffer(int64_t floats) {
     CUDA_CHECK(cudaMalloc(&data_, static_cast<size_t>(floats) * sizeof(float)));
     CUDA_CHECK(cudaMemset(data_, 0, static_cast<size_t>(floats) * sizeof(float)));
+  }
+  // Random values: room for `floats` float32 values (bfloat16 operands use
+  // half of it).
+  DeviceBuffer(int64_t floats, cudaDataType_t type, Rng& rng) {
+    const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+    CUDA_CHECK(cudaMalloc(&data_, bytes));
+    FillNormal(type == CUDA_R_16BF ? sizeof(uint16_t) : sizeof(float), bytes, rng);
   }
   ~DeviceBuffer() { cudaFree(data_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -76,6 +98,25 @@ class DeviceBuffer {
   float* get() const { return static_cast<float*>(data_); }
 
  private:
+  // One block of random values, copied over the whole buffer.
+  void FillNormal(size_t value_bytes, size_t bytes, Rng& rng) {
+    std::vector<unsigned char> block(std::min<size_t>(bytes, size_t{4} << 20));
+    for (size_t at = 0; at + value_bytes <= block.size(); at += value_bytes) {
+      const float v = rng.Normal();
+      if (value_bytes == sizeof(float)) {
+        std::memcpy(&block[at], &v, sizeof(v));
+      } else {
+        const uint16_t bits = FloatToBFloat16Bits(v);
+        std::memcpy(&block[at], &bits, sizeof(bits));
+      }
+    }
+    auto* out = static_cast<unsigned char*>(data_);
+    for (size_t at = 0; at < bytes; at += block.size()) {
+      CUDA_CHECK(cudaMemcpy(out + at, block.data(), std::min(block.size(), bytes - at),
+                            cudaMemcpyHostToDevice));
+    }
+  }
+
   void* data_ = nullptr;
 };
 
@@ -178,9 +219,13 @@ class GemmRunner {
 };
 
 // Milliseconds per call of `fn` on `stream`: median of 5 timed runs of
-// `reps` calls, after 3 untimed calls.
+// `reps` calls, after 3 untimed calls, which follow `cool_ms` of idling.
 template <typename Fn>
-double TimeMs(cudaStream_t stream, int reps, Fn fn) {
+double TimeMs(cudaStream_t stream, int reps, double cool_ms, Fn fn) {
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (cool_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(cool_ms));
+  }
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
@@ -204,117 +249,89 @@ struct Layer {
   int64_t in, out;
 };
 
-int Run(int argc, char** argv) {
+struct Options {
   std::string model = "large";
   int64_t batch = 512;
   int reps = 20, candidates = 16;
   int64_t workspace_mb = 32, square_size = 8192;
-  std::string precision = "fp32";
-  CLI::App app{"Tandem: strategies for the GEMMs of one MLP training step"};
-  app.add_option("--model", model, "large (1024 -> 4 x 4096 -> 1024) or small (784 -> 1024 -> 1024 -> 10)");
-  app.add_option("--batch", batch, "rows per GEMM");
-  app.add_option("--reps", reps, "steps per timed run");
-  app.add_option("--candidates", candidates, "cublasLt heuristic algorithms tried per shape");
-  app.add_option("--workspace_mb", workspace_mb, "cuBLAS workspace");
-  app.add_option("--precision", precision, "fp32, tf32 or bf16");
-  app.add_option("--square_size", square_size, "size of the square reference GEMM (0: none)");
-  CLI11_PARSE(app, argc, argv);
-  TANDEM_CHECK(precision == "fp32" || precision == "tf32" || precision == "bf16")
-      << "--precision must be fp32, tf32 or bf16, not '" << precision << "'";
-  const bool bf16 = precision == "bf16";
-  // Activations (and their gradients) are bfloat16 in bf16; the weights
-  // the weight-gradient GEMM updates stay float32.
-  const cudaDataType_t act = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cublasComputeType_t compute =
-      precision == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  std::string precision = "fp32", dz_transposed = "step";
+  double cool_ms = 0;
+};
 
-  std::vector<int64_t> sizes;
-  TANDEM_CHECK(model == "large" || model == "small")
-      << "--model must be large or small, not '" << model << "'";
-  if (model == "large") sizes = {1024, 4096, 4096, 4096, 4096, 1024};
-  else sizes = {784, 1024, 1024, 10};
+void AddOptions(CLI::App& app, Options& o) {
+  app.add_option("--model", o.model,
+                 "large (1024 -> 4 x 4096 -> 1024) or small (784 -> 1024 -> 1024 -> 10)");
+  app.add_option("--batch", o.batch, "rows per GEMM");
+  app.add_option("--reps", o.reps, "steps per timed run");
+  app.add_option("--candidates", o.candidates, "cublasLt heuristic algorithms tried per shape");
+  app.add_option("--workspace_mb", o.workspace_mb, "cuBLAS workspace");
+  app.add_option("--precision", o.precision, "fp32, tf32 or bf16");
+  app.add_option("--square_size", o.square_size, "size of the square reference GEMM (0: none)");
+  app.add_option("--dz_transposed", o.dz_transposed,
+                 "weight gradients from a transposed copy of dz: on, off or step (on for tf32)");
+  app.add_option("--cool_ms", o.cool_ms, "idle the GPU this long before every timing");
+}
+
+void CheckOptions(const Options& o) {
+  TANDEM_CHECK(o.precision == "fp32" || o.precision == "tf32" || o.precision == "bf16")
+      << "--precision must be fp32, tf32 or bf16, not '" << o.precision << "'";
+  TANDEM_CHECK(o.dz_transposed == "on" || o.dz_transposed == "off" || o.dz_transposed == "step")
+      << "--dz_transposed must be on, off or step, not '" << o.dz_transposed << "'";
+  TANDEM_CHECK(o.model == "large" || o.model == "small")
+      << "--model must be large or small, not '" << o.model << "'";
+}
+
+std::vector<Layer> Layers(const std::string& model) {
+  const std::vector<int64_t> sizes = model == "large"
+                                         ? std::vector<int64_t>{1024, 4096, 4096, 4096, 4096, 1024}
+                                         : std::vector<int64_t>{784, 1024, 1024, 10};
   std::vector<Layer> layers;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) layers.push_back({sizes[i], sizes[i + 1]});
+  return layers;
+}
 
-  // Per layer: weight [out, in], its gradient, the input [batch, in], the
-  // output/gradient [batch, out]. The input gradient is written into the
-  // previous layer's output-gradient buffer.
-  std::vector<std::unique_ptr<DeviceBuffer>> w, dw, x, dz;
-  for (const Layer& l : layers) {
-    w.push_back(std::make_unique<DeviceBuffer>(l.out * l.in));
-    dw.push_back(std::make_unique<DeviceBuffer>(l.out * l.in));
-    x.push_back(std::make_unique<DeviceBuffer>(batch * l.in));
-    dz.push_back(std::make_unique<DeviceBuffer>(batch * l.out));
-  }
-  DeviceBuffer dx0(batch * layers[0].in);
-  auto forward = [&](size_t i) {
-    return GemmShape{false, true, batch, layers[i].out, layers[i].in, 0.f, act, act, compute};
-  };
-  auto weight_grad = [&](size_t i) {
-    return GemmShape{true, false, layers[i].out, layers[i].in, batch, 1.f, act, CUDA_R_32F,
-                     compute};
-  };
-  auto input_grad = [&](size_t i) {
-    return GemmShape{false, false, batch, layers[i].in, layers[i].out, 0.f, act, act, compute};
-  };
-  float* const y_last = dz.back()->get();  // forward output of the last layer
-  auto fwd_out = [&](size_t i) { return i + 1 < layers.size() ? x[i + 1]->get() : y_last; };
-  auto dx_out = [&](size_t i) { return i > 0 ? dz[i - 1]->get() : dx0.get(); };
+// The square GEMM's rate in TFLOP/s, printed as a "square" row.
+double SquareTflops(GemmRunner& runner, cudaStream_t stream, const Options& o,
+                    cudaDataType_t act, cublasComputeType_t compute, Rng& rng,
+                    bench::ResultPrinter& results) {
+  const int64_t n = o.square_size;
+  const GemmShape sq{false, false, n, n, n, 0.f, act, act, compute};
+  DeviceBuffer a(n * n, act, rng), b(n * n, act, rng), c(n * n, act, rng);
+  const double ms =
+      TimeMs(stream, 5, o.cool_ms, [&] { runner.GemmEx(stream, sq, a.get(), b.get(), c.get()); });
+  const double tflops = 2.0 * n * n * n / ms / 1e9;
+  bench::Row row("square");
+  row.Add("precision", o.precision).Add("size", n).Add("ms", ms, 3).Add("tflops", tflops, 1);
+  results.Print(row);
+  return tflops;
+}
 
-  cudaStream_t main_stream, side_stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&main_stream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream, cudaStreamNonBlocking));
-  std::vector<cudaEvent_t> ready(layers.size());
-  for (auto& e : ready) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  cudaEvent_t side_done;
-  CUDA_CHECK(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
-
-  GemmRunner runner(workspace_mb << 20);
-  bench::ResultPrinter results;
-  if (square_size > 0) {
-    const GemmShape sq{false, false, square_size, square_size, square_size, 0.f, act, act,
-                       compute};
-    DeviceBuffer a(square_size * square_size), b(square_size * square_size),
-        c(square_size * square_size);
-    const double ms = TimeMs(main_stream, 5, [&] {
-      runner.GemmEx(main_stream, sq, a.get(), b.get(), c.get());
-    });
-    bench::Row row("square");
-    row.Add("precision", precision).Add("size", square_size).Add("ms", ms, 3)
-        .Add("tflops", 2.0 * square_size * square_size * square_size / ms / 1e9, 1);
-    results.Print(row);
-  }
-  double flops_counted = 0;
-  for (const Layer& l : layers) flops_counted += 6.0 * l.in * l.out * batch;
-
-  // Per-shape: sgemm vs Lt default vs Lt best-of-candidates; the tuned
-  // algorithm is kept in the plan for the step strategies below.
-  std::vector<GemmShape> shapes;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    shapes.push_back(forward(i));
-    shapes.push_back(weight_grad(i));
-    shapes.push_back(input_grad(i));
-  }
-  // Per-shape timing reads and writes scratch buffers big enough for any
-  // operand (values do not matter to the timing).
-  const int64_t biggest = std::max<int64_t>(batch, 4096) * 4096;
-  DeviceBuffer big_a(biggest), big_b(biggest), big_c(biggest);
+// Per shape: sgemm against the Lt default against the best of the Lt
+// candidates, printed as "gemm" rows; the best algorithm is kept in the
+// shape's plan for the step strategies.
+void TuneShapes(GemmRunner& runner, cudaStream_t stream, const std::vector<GemmShape>& shapes,
+                const Options& o, Rng& rng, bench::ResultPrinter& results) {
+  // Scratch operands big enough for any shape; C is float32 where a weight
+  // gradient accumulates into it.
+  const cudaDataType_t act = shapes.front().in;
+  const int64_t biggest = std::max<int64_t>(o.batch, 4096) * 4096;
+  DeviceBuffer big_a(biggest, act, rng), big_b(biggest, act, rng),
+      big_c(biggest, CUDA_R_32F, rng);
   std::map<decltype(shapes[0].Key()), bool> seen;
   for (const GemmShape& s : shapes) {
     if (seen[s.Key()]) continue;
     seen[s.Key()] = true;
-    LtPlan& plan = runner.Plan(s, candidates);
+    LtPlan& plan = runner.Plan(s, o.candidates);
     const double gflop = 2.0 * s.m * s.n * s.k / 1e9;
-    const double sgemm = TimeMs(main_stream, reps, [&] {
-      runner.GemmEx(main_stream, s, big_a.get(), big_b.get(), big_c.get());
+    const double sgemm = TimeMs(stream, o.reps, 0, [&] {
+      runner.GemmEx(stream, s, big_a.get(), big_b.get(), big_c.get());
     });
     double best = 1e30;
     int best_index = 0;
     std::vector<double> times;
     for (size_t c = 0; c < plan.candidates.size(); ++c) {
-      const double t = TimeMs(main_stream, reps, [&] {
-        runner.Lt(main_stream, s, plan.candidates[c].algo, big_a.get(), big_b.get(),
-                  big_c.get());
+      const double t = TimeMs(stream, o.reps, 0, [&] {
+        runner.Lt(stream, s, plan.candidates[c].algo, big_a.get(), big_b.get(), big_c.get());
       });
       times.push_back(t);
       if (t < best) best = t, best_index = static_cast<int>(c);
@@ -327,55 +344,161 @@ int Run(int argc, char** argv) {
         .Add("sgemm_tflops", gflop / sgemm, 2).Add("best_tflops", gflop / best, 2);
     results.Print(row);
   }
+}
 
-  // The step's GEMMs under each strategy.
-  enum class Api { kSgemm, kLtDefault, kLtTuned };
-  auto issue = [&](Api api, cudaStream_t stream, const GemmShape& s, const float* a,
-                   const float* b, float* c) {
-    if (api == Api::kSgemm) return runner.GemmEx(stream, s, a, b, c);
-    LtPlan& plan = runner.Plan(s, candidates);
-    runner.Lt(stream, s, api == Api::kLtTuned ? plan.algo : plan.candidates[0].algo, a, b, c);
-  };
-  auto step = [&](Api api, bool split, bool skip_first_dx) {
-    for (size_t i = 0; i < layers.size(); ++i) {
-      issue(api, main_stream, forward(i), x[i]->get(), w[i]->get(), fwd_out(i));
+// Per layer: weight [out, in], its gradient, the input [batch, in], the
+// output/gradient [batch, out]. A layer's input gradient is written into the
+// previous layer's output-gradient buffer, its output into the next layer's
+// input.
+struct StepBuffers {
+  StepBuffers(const std::vector<Layer>& layers, int64_t batch, cudaDataType_t act, Rng& rng)
+      : dx0(batch * layers[0].in, act, rng) {
+    for (const Layer& l : layers) {
+      w.push_back(std::make_unique<DeviceBuffer>(l.out * l.in, act, rng));
+      dw.push_back(std::make_unique<DeviceBuffer>(l.out * l.in, CUDA_R_32F, rng));
+      x.push_back(std::make_unique<DeviceBuffer>(batch * l.in, act, rng));
+      dz.push_back(std::make_unique<DeviceBuffer>(batch * l.out, act, rng));
     }
-    for (size_t i = layers.size(); i-- > 0;) {
-      if (split) {
-        CUDA_CHECK(cudaEventRecord(ready[i], main_stream));
-        CUDA_CHECK(cudaStreamWaitEvent(side_stream, ready[i], 0));
-        issue(api, side_stream, weight_grad(i), dz[i]->get(), x[i]->get(), dw[i]->get());
-      } else {
-        issue(api, main_stream, weight_grad(i), dz[i]->get(), x[i]->get(), dw[i]->get());
-      }
-      if (i > 0 || !skip_first_dx) {
-        issue(api, main_stream, input_grad(i), dz[i]->get(), w[i]->get(), dx_out(i));
-      }
-    }
-    if (split) {
-      CUDA_CHECK(cudaEventRecord(side_done, side_stream));
-      CUDA_CHECK(cudaStreamWaitEvent(main_stream, side_done, 0));
-    }
-  };
+  }
+  // The last layer's output goes to its own dz buffer.
+  float* ForwardOut(size_t i) const {
+    return i + 1 < x.size() ? x[i + 1]->get() : dz.back()->get();
+  }
+  float* InputGradOut(size_t i) const { return i > 0 ? dz[i - 1]->get() : dx0.get(); }
+
+  std::vector<std::unique_ptr<DeviceBuffer>> w, dw, x, dz;
+  DeviceBuffer dx0;
+};
+
+// The step's two streams and the events that order them: `ready[i]` when
+// layer i's dz is written, `side_done` when the side stream's work is.
+struct StepStreams {
+  explicit StepStreams(size_t layers) : ready(layers) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    for (auto& e : ready) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
+  }
+  ~StepStreams() {
+    for (auto& e : ready) cudaEventDestroy(e);
+    cudaEventDestroy(side_done);
+    cudaStreamDestroy(side);
+    cudaStreamDestroy(main);
+  }
+  StepStreams(const StepStreams&) = delete;
+  StepStreams& operator=(const StepStreams&) = delete;
+
+  cudaStream_t main = nullptr, side = nullptr;
+  std::vector<cudaEvent_t> ready;
+  cudaEvent_t side_done = nullptr;
+};
+
+enum class Api { kSgemm, kLtDefault, kLtTuned };
+
+// Times step(api, split, skip_first_dx) under every strategy, printed as
+// "result" rows.
+void TimeStrategies(cudaStream_t stream, const Options& o, bool dz_transposed,
+                    double flops_counted, double square_tflops,
+                    const std::function<void(Api, bool, bool)>& step,
+                    bench::ResultPrinter& results) {
   const std::vector<std::pair<std::string, Api>> apis = {
       {"sgemm", Api::kSgemm}, {"lt", Api::kLtDefault}, {"tuned", Api::kLtTuned}};
   for (bool skip : {false, true}) {
     for (bool split : {false, true}) {
       for (const auto& [name, api] : apis) {
-        const double ms = TimeMs(main_stream, reps, [&] { step(api, split, skip); });
+        const double ms = TimeMs(stream, o.reps, o.cool_ms, [&] { step(api, split, skip); });
         bench::Row row("result");
         row.Add("strategy", (split ? "split_" : "serial_") + name)
-            .Add("skip_first_dx", skip ? 1 : 0).Add("model", model).Add("batch", batch)
-            .Add("precision", precision)
+            .Add("skip_first_dx", skip ? 1 : 0).Add("model", o.model).Add("batch", o.batch)
+            .Add("precision", o.precision).Add("dz_transposed", dz_transposed ? 1 : 0)
             .Add("gemm_ms", ms, 4).Add("counted_tflops", flops_counted / ms / 1e9, 2);
+        if (square_tflops > 0) {
+          row.Add("pct_square", 100.0 * flops_counted / ms / 1e9 / square_tflops, 1);
+        }
         results.Print(row);
       }
     }
   }
-  for (auto& e : ready) cudaEventDestroy(e);
-  cudaEventDestroy(side_done);
-  cudaStreamDestroy(side_stream);
-  cudaStreamDestroy(main_stream);
+}
+
+int Run(int argc, char** argv) {
+  Options o;
+  CLI::App app{"Tandem: strategies for the GEMMs of one MLP training step"};
+  AddOptions(app, o);
+  CLI11_PARSE(app, argc, argv);
+  CheckOptions(o);
+  const bool dz_transposed =
+      o.dz_transposed == "on" || (o.dz_transposed == "step" && o.precision == "tf32");
+  // Activations (and their gradients) are bfloat16 in bf16; the weights
+  // the weight-gradient GEMM updates stay float32.
+  const cudaDataType_t act = o.precision == "bf16" ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      o.precision == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const std::vector<Layer> layers = Layers(o.model);
+  const int64_t batch = o.batch;
+
+  Rng rng(1);
+  StepBuffers buffers(layers, batch, act, rng);
+  auto forward = [&](size_t i) {
+    return GemmShape{false, true, batch, layers[i].out, layers[i].in, 0.f, act, act, compute};
+  };
+  // dz^T x, or dzT x from a transposed copy (the step makes the copy in a
+  // pass of its own, not timed here).
+  auto weight_grad = [&](size_t i) {
+    return GemmShape{!dz_transposed, false, layers[i].out, layers[i].in, batch, 1.f, act,
+                     CUDA_R_32F, compute};
+  };
+  auto input_grad = [&](size_t i) {
+    return GemmShape{false, false, batch, layers[i].in, layers[i].out, 0.f, act, act, compute};
+  };
+
+  StepStreams streams(layers.size());
+  const cudaStream_t main_stream = streams.main, side_stream = streams.side;
+
+  GemmRunner runner(o.workspace_mb << 20);
+  bench::ResultPrinter results;
+  const double square_tflops =
+      o.square_size > 0 ? SquareTflops(runner, main_stream, o, act, compute, rng, results) : 0;
+  double flops_counted = 0;
+  for (const Layer& l : layers) flops_counted += 6.0 * l.in * l.out * batch;
+
+  std::vector<GemmShape> shapes;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    shapes.push_back(forward(i));
+    shapes.push_back(weight_grad(i));
+    shapes.push_back(input_grad(i));
+  }
+  TuneShapes(runner, main_stream, shapes, o, rng, results);
+
+  // The step's GEMMs under each strategy.
+  auto issue = [&](Api api, cudaStream_t stream, const GemmShape& s, const float* a,
+                   const float* b, float* c) {
+    if (api == Api::kSgemm) return runner.GemmEx(stream, s, a, b, c);
+    LtPlan& plan = runner.Plan(s, o.candidates);
+    runner.Lt(stream, s, api == Api::kLtTuned ? plan.algo : plan.candidates[0].algo, a, b, c);
+  };
+  auto step = [&](Api api, bool split, bool skip_first_dx) {
+    const StepBuffers& m = buffers;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      issue(api, main_stream, forward(i), m.x[i]->get(), m.w[i]->get(), m.ForwardOut(i));
+    }
+    const cudaStream_t weight_stream = split ? side_stream : main_stream;
+    for (size_t i = layers.size(); i-- > 0;) {
+      if (split) {
+        CUDA_CHECK(cudaEventRecord(streams.ready[i], main_stream));
+        CUDA_CHECK(cudaStreamWaitEvent(side_stream, streams.ready[i], 0));
+      }
+      issue(api, weight_stream, weight_grad(i), m.dz[i]->get(), m.x[i]->get(), m.dw[i]->get());
+      if (i > 0 || !skip_first_dx) {
+        issue(api, main_stream, input_grad(i), m.dz[i]->get(), m.w[i]->get(), m.InputGradOut(i));
+      }
+    }
+    if (split) {
+      CUDA_CHECK(cudaEventRecord(streams.side_done, side_stream));
+      CUDA_CHECK(cudaStreamWaitEvent(main_stream, streams.side_done, 0));
+    }
+  };
+  TimeStrategies(main_stream, o, dz_transposed, flops_counted, square_tflops, step, results);
   return 0;
 }
 

@@ -3,7 +3,8 @@
 # at batch 4096 in tf32 and bf16 (or the precisions given):
 #   - gemm_strategy_bench: the step's GEMMs alone, per shape (cuBLAS, the
 #     cuBLASLt heuristic's choice, the fastest of 16 of its candidates) and
-#     back to back, beside the square GEMM rate of the same precision;
+#     back to back, beside the square GEMM rate of the same precision; in
+#     tf32 also with the weight gradients from dz as it is (not transposed);
 #   - ncu (times only, clocks left alone): every kernel of a few steps of
 #     gpu_step_bench, summed by kernel name for the last step
 #     (bench/kernel_breakdown.py).
@@ -21,7 +22,14 @@ for p in $precisions; do
   bin/bench__gemm_strategy_bench --model=large --batch=4096 --precision="$p" \
     --candidates=16 --reps=5 > "$out/gemm_strategy_$p.log" 2>&1
   echo "gemm_strategy $p rc=$?"
-  grep -E '^(square|result)' "$out/gemm_strategy_$p.log"
+  grep -E '^(square|gemm|result)' "$out/gemm_strategy_$p.log"
+  if [ "$p" = tf32 ]; then
+    # The weight gradients from dz as it is, the layout the step avoids in TF32.
+    bin/bench__gemm_strategy_bench --model=large --batch=4096 --precision=tf32 \
+      --dz_transposed=off --candidates=16 --reps=5 > "$out/gemm_strategy_tf32_dz.log" 2>&1
+    echo "gemm_strategy tf32 dz_transposed=off rc=$?"
+    grep -E '^(square|gemm)' "$out/gemm_strategy_tf32_dz.log"
+  fi
   if [ -n "$ncu" ]; then
     # 3 warm-up steps and 2 timed ones: the last step's kernels are summed.
     "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
