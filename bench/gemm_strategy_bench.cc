@@ -13,15 +13,16 @@
 //
 // Each strategy is timed with and without the first layer's input gradient
 // (nothing needs it when the input is data). --dz_transposed takes each
-// weight gradient from a transposed copy of dz (dzT x, both operands read
-// along k), as Linear does where the backend wants it (TF32 on sm_90); the
+// weight gradient from a transposed copy of dz (an NN product dzT x instead
+// of dz^T x), as Linear does where the backend wants it (TF32 on sm_90); the
 // default follows the step: on for tf32, off otherwise. --cool_ms idles the
 // GPU before the square GEMM and before each strategy's timing, so that short
 // runs (--reps=1) are timed from the clock state the square rate is measured
-// in; "pct_square" is a strategy's counted rate over the square GEMM's. --precision picks the math:
-// fp32 (CUBLAS_COMPUTE_32F, no TF32), tf32 (float32 operands, TF32 tensor
-// cores) or bf16 (bfloat16 operands and outputs, float32 accumulation; the
-// weight-gradient GEMM adds into float32 weights, as SGD in backward does).
+// in; "pct_square" is a strategy's counted rate over the square GEMM's.
+// --precision picks the math: fp32 (CUBLAS_COMPUTE_32F, no TF32), tf32
+// (float32 operands, TF32 tensor cores) or bf16 (bfloat16 operands and
+// outputs, float32 accumulation; the weight-gradient GEMM adds into float32
+// weights, as SGD in backward does).
 // The square GEMM of --square_size in the same precision gives the rate the
 // step's GEMMs are held against. Prints "gemm ..." per shape and
 // "result ..." per strategy.
@@ -50,6 +51,8 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/event.h"
+#include "core/cuda/stream.h"
 
 namespace tandem {
 namespace {
@@ -226,22 +229,15 @@ double TimeMs(cudaStream_t stream, int reps, double cool_ms, Fn fn) {
   if (cool_ms > 0) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(cool_ms));
   }
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+  cuda::Event start = cuda::Event::Timing(), stop = cuda::Event::Timing();
   for (int i = 0; i < 3; ++i) fn();
   std::vector<double> runs;
   for (int r = 0; r < 5; ++r) {
-    CUDA_CHECK(cudaEventRecord(start, stream));
+    start.Record(stream);
     for (int i = 0; i < reps; ++i) fn();
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    runs.push_back(ms / reps);
+    stop.Record(stream);
+    runs.push_back(stop.ElapsedMsSince(start) / reps);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   return bench::Median(runs);
 }
 
@@ -370,29 +366,6 @@ struct StepBuffers {
   DeviceBuffer dx0;
 };
 
-// The step's two streams and the events that order them: `ready[i]` when
-// layer i's dz is written, `side_done` when the side stream's work is.
-struct StepStreams {
-  explicit StepStreams(size_t layers) : ready(layers) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    for (auto& e : ready) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
-  }
-  ~StepStreams() {
-    for (auto& e : ready) cudaEventDestroy(e);
-    cudaEventDestroy(side_done);
-    cudaStreamDestroy(side);
-    cudaStreamDestroy(main);
-  }
-  StepStreams(const StepStreams&) = delete;
-  StepStreams& operator=(const StepStreams&) = delete;
-
-  cudaStream_t main = nullptr, side = nullptr;
-  std::vector<cudaEvent_t> ready;
-  cudaEvent_t side_done = nullptr;
-};
-
 enum class Api { kSgemm, kLtDefault, kLtTuned };
 
 // Times step(api, split, skip_first_dx) under every strategy, printed as
@@ -452,8 +425,9 @@ int Run(int argc, char** argv) {
     return GemmShape{false, false, batch, layers[i].in, layers[i].out, 0.f, act, act, compute};
   };
 
-  StepStreams streams(layers.size());
-  const cudaStream_t main_stream = streams.main, side_stream = streams.side;
+  cuda::Stream main_lane, side_lane;
+  const cudaStream_t main_stream = main_lane.get(), side_stream = side_lane.get();
+  cuda::Event scratch;  // orders one stream after the other (cuda::StreamWaitFor)
 
   GemmRunner runner(o.workspace_mb << 20);
   bench::ResultPrinter results;
@@ -484,19 +458,13 @@ int Run(int argc, char** argv) {
     }
     const cudaStream_t weight_stream = split ? side_stream : main_stream;
     for (size_t i = layers.size(); i-- > 0;) {
-      if (split) {
-        CUDA_CHECK(cudaEventRecord(streams.ready[i], main_stream));
-        CUDA_CHECK(cudaStreamWaitEvent(side_stream, streams.ready[i], 0));
-      }
+      if (split) cuda::StreamWaitFor(side_stream, main_stream, scratch);
       issue(api, weight_stream, weight_grad(i), m.dz[i]->get(), m.x[i]->get(), m.dw[i]->get());
       if (i > 0 || !skip_first_dx) {
         issue(api, main_stream, input_grad(i), m.dz[i]->get(), m.w[i]->get(), m.InputGradOut(i));
       }
     }
-    if (split) {
-      CUDA_CHECK(cudaEventRecord(streams.side_done, side_stream));
-      CUDA_CHECK(cudaStreamWaitEvent(main_stream, streams.side_done, 0));
-    }
+    if (split) cuda::StreamWaitFor(main_stream, side_stream, scratch);
   };
   TimeStrategies(main_stream, o, dz_transposed, flops_counted, square_tflops, step, results);
   return 0;
