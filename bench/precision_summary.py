@@ -74,8 +74,8 @@ def goals(results):
 
 
 def sustained_share(row):
-    """The sustained GEMM rate as a % of the rate at once, in Tandem's row of
-    large/4096 (None where the row has no sustained rate)."""
+    """A result row's sustained GEMM rate as a % of its rate at once (None
+    where the row has no sustained rate)."""
     if "gemm_sustained_tflops" not in row:
         return None
     return 100.0 * float(row["gemm_sustained_tflops"]) / float(row["gemm_tflops"])
