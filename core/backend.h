@@ -140,8 +140,9 @@ class Backend {
   // CUDA backend, and for the CPU backend where the CPU has bfloat16 dot
   // products. Where false, Gemm widens bfloat16 operands to float32 and runs
   // the float32 GEMM, so a float32 operand costs it nothing: it takes one
-  // beside a bfloat16 operand, and so do the activation-gradient ops (Note
-  // [Float32 operands where bfloat16 is widened] in layers/linear.h).
+  // beside a bfloat16 operand, and so do the activation-gradient ops. Layers
+  // in bf16 compute in float32 where it is false (Note [bf16 where the
+  // device does not multiply bfloat16] in layers/precision.h).
   virtual bool MultipliesBFloat16() const = 0;
   // Whether Gemm with trans_a and not trans_b (both operands stored with k
   // as their row index, as in a weight gradient dy^T x) runs well below its

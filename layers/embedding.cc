@@ -24,8 +24,10 @@ Embedding::Embedding(std::string name, int64_t vocab, int64_t dim, Rng& rng, Dev
   for (float& v : table) v = rng.Normal(0.f, 1.f);
   weight_ = Tensor::FromVector(table, {vocab_, dim_}, device);
   weight_grad_ = Tensor::Zeros({vocab_, dim_}, device);
-  if (policy_.has_working_copies()) {
-    weight_work_ = Tensor::Empty({vocab_, dim_}, device, policy_.compute_dtype());
+  if (policy_.bf16()) {
+    // A placeholder, kept where Parameters() hands it out (Note [bf16 where
+    // the device does not multiply bfloat16] in layers/precision.h).
+    weight_work_ = Tensor::Empty({0}, device, DType::kBFloat16);
     SyncWorkingCopies(*this);
   }
 }
@@ -40,7 +42,7 @@ std::string Embedding::Describe() const {
 
 std::vector<Parameter> Embedding::Parameters() {
   return {{name_ + ".weight", &weight_, &weight_grad_,
-           policy_.has_working_copies() ? &weight_work_ : nullptr}};
+           has_working_copies() ? &weight_work_ : nullptr}};
 }
 
 void Embedding::CheckIndicesOnHost(const Tensor& x) const {
@@ -70,7 +72,7 @@ Tensor Embedding::Forward(const Tensor& x) {
       << " but got input on " << x.device();
   if (x.device().is_cpu()) CheckIndicesOnHost(x);
   const int64_t batch = x.dim(0), context = x.dim(1);
-  Tensor rows = Tensor::Empty({batch * context, dim_}, x.device(), policy_.compute_dtype());
+  Tensor rows = Tensor::Empty({batch * context, dim_}, x.device(), compute_dtype());
   ops::GatherRows(weight_for_math(), x.Reshape({batch * context}), rows);
   indices_.Save(x);
   return rows.Reshape({batch, context * dim_});

@@ -31,8 +31,9 @@
 namespace tandem {
 
 struct EmbeddingOptions {
-  // bf16: a bfloat16 working copy of the table and bfloat16 outputs; the
-  // float32 master and gradient stay (layers/precision.h).
+  // bf16: a bfloat16 working copy of the table and bfloat16 outputs where
+  // the device multiplies bfloat16; the float32 master and gradient stay
+  // (layers/precision.h).
   Precision precision = Precision::kFp32;
 };
 
@@ -64,9 +65,10 @@ class Embedding : public Layer {
   // On the CPU: throws, naming the layer, the first position of x whose
   // value is not a whole number in [0, vocab).
   void CheckIndicesOnHost(const Tensor& x) const;
-  const Tensor& weight_for_math() const {
-    return policy_.has_working_copies() ? weight_work_ : weight_;
-  }
+  // The dtype of activations and working copies on the table's device.
+  DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
+  bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
+  const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
 
   std::string name_;
   int64_t vocab_;
@@ -74,7 +76,7 @@ class Embedding : public Layer {
   EmbeddingOptions options_;
   PrecisionPolicy policy_;
   Tensor weight_, weight_grad_;  // [vocab, dim], float32
-  Tensor weight_work_;           // bfloat16 working copy (bf16 only)
+  Tensor weight_work_;           // bfloat16 working copy (bf16 only; may be a placeholder)
   SavedTensor indices_{"input indices"};  // [batch, context], from the last Forward
 };
 

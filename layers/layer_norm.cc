@@ -21,9 +21,11 @@ LayerNorm::LayerNorm(std::string name, int64_t features, Device device,
   weight_grad_ = Tensor::Zeros({features_}, device);
   bias_ = Tensor::Zeros({features_}, device);
   bias_grad_ = Tensor::Zeros({features_}, device);
-  if (policy_.has_working_copies()) {
-    weight_work_ = Tensor::Empty({features_}, device, policy_.compute_dtype());
-    bias_work_ = Tensor::Empty({features_}, device, policy_.compute_dtype());
+  if (policy_.bf16()) {
+    // Placeholders, kept where Parameters() hands them out (Note [bf16 where
+    // the device does not multiply bfloat16] in layers/precision.h).
+    weight_work_ = Tensor::Empty({0}, device, DType::kBFloat16);
+    bias_work_ = Tensor::Empty({0}, device, DType::kBFloat16);
     SyncWorkingCopies(*this);
   }
 }
@@ -37,13 +39,13 @@ std::string LayerNorm::Describe() const {
 }
 
 std::vector<Parameter> LayerNorm::Parameters() {
-  const bool working = policy_.has_working_copies();
+  const bool working = has_working_copies();
   return {{name_ + ".weight", &weight_, &weight_grad_, working ? &weight_work_ : nullptr},
           {name_ + ".bias", &bias_, &bias_grad_, working ? &bias_work_ : nullptr}};
 }
 
 Tensor LayerNorm::InComputeDType(const Tensor& t) const {
-  const DType dtype = policy_.compute_dtype();
+  const DType dtype = compute_dtype();
   if (t.dtype() == dtype) return t;
   Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
   ops::Cast(t, cast);
@@ -59,7 +61,7 @@ Tensor LayerNorm::Forward(const Tensor& x) {
       << " but got input on " << x.device();
   const Tensor input = InComputeDType(x);
   const int64_t rows = x.dim(0);
-  Tensor y = Tensor::Empty(x.shape(), x.device(), policy_.compute_dtype());
+  Tensor y = Tensor::Empty(x.shape(), x.device(), compute_dtype());
   mean_ = Tensor::Empty({rows}, x.device());
   rstd_ = Tensor::Empty({rows}, x.device());
   ops::LayerNormForward(input, weight_for_math(), bias_for_math(), options_.eps, y, mean_,
@@ -81,7 +83,7 @@ Tensor LayerNorm::Backward(const Tensor& dy) {
   if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
   if (!bias_grad_.defined()) bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
   const Tensor g = InComputeDType(dy);
-  Tensor dx = Tensor::Empty(x.shape(), x.device(), policy_.compute_dtype());
+  Tensor dx = Tensor::Empty(x.shape(), x.device(), compute_dtype());
   ops::LayerNormBackward(x, g, weight_for_math(), mean_, rstd_, &dx, &weight_grad_,
                          &bias_grad_);
   // One Backward per Forward: what Forward kept goes back to the allocator.

@@ -29,7 +29,8 @@ struct LayerNormOptions {
   // Added to the variance, so a constant row stays finite.
   float eps = 1e-5f;
   // bf16: bfloat16 activations and working copies, float32 masters,
-  // gradients and statistics (layers/precision.h).
+  // gradients and statistics, where the device multiplies bfloat16
+  // (layers/precision.h).
   Precision precision = Precision::kFp32;
 };
 
@@ -57,12 +58,11 @@ class LayerNorm : public Layer {
  private:
   // `t` in the compute dtype (a cast when it is not).
   Tensor InComputeDType(const Tensor& t) const;
-  const Tensor& weight_for_math() const {
-    return policy_.has_working_copies() ? weight_work_ : weight_;
-  }
-  const Tensor& bias_for_math() const {
-    return policy_.has_working_copies() ? bias_work_ : bias_;
-  }
+  // The dtype of activations and working copies on the parameters' device.
+  DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
+  bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
+  const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
+  const Tensor& bias_for_math() const { return has_working_copies() ? bias_work_ : bias_; }
 
   std::string name_;
   int64_t features_;
@@ -70,7 +70,7 @@ class LayerNorm : public Layer {
   PrecisionPolicy policy_;
   Tensor weight_, weight_grad_;     // [features], float32
   Tensor bias_, bias_grad_;         // [features], float32
-  Tensor weight_work_, bias_work_;  // bfloat16 working copies (bf16 only)
+  Tensor weight_work_, bias_work_;  // bfloat16 working copies (bf16 only; may be placeholders)
   // From the last Forward, for Backward: the input in the compute dtype,
   // and each row's mean and 1 / sqrt(var + eps), float32 [rows].
   SavedTensor input_{"input"};

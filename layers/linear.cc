@@ -67,12 +67,12 @@ Linear::Linear(std::string name, int64_t in_features, int64_t out_features,
     bias_ = Tensor::Zeros({out_}, options.device);
     bias_grad_ = Tensor::Zeros({out_}, options.device);
   }
-  if (policy_.has_working_copies()) {
-    // Empty placeholders in the working dtype: SyncWorkingCopies allocates
-    // and writes those that Parameters() hands out.
-    const DType dtype = policy_.compute_dtype();
-    weight_work_ = Tensor::Empty({0}, options.device, dtype);
-    if (options.bias) bias_work_ = Tensor::Empty({0}, options.device, dtype);
+  if (policy_.bf16()) {
+    // Empty placeholders: SyncWorkingCopies allocates and writes them where
+    // Parameters() hands them out (Note [bf16 where the device does not
+    // multiply bfloat16] in layers/precision.h).
+    weight_work_ = Tensor::Empty({0}, options.device, DType::kBFloat16);
+    if (options.bias) bias_work_ = Tensor::Empty({0}, options.device, DType::kBFloat16);
     SyncWorkingCopies(*this);
   }
 }
@@ -89,18 +89,18 @@ std::string Linear::Describe() const {
 }
 
 std::vector<Parameter> Linear::Parameters() {
-  const bool working = policy_.has_working_copies();
-  std::vector<Parameter> params = {{name_ + ".weight", &weight_, &weight_grad_,
-                                    KeepsWeightWorkingCopy() ? &weight_work_ : nullptr}};
+  const bool working = has_working_copies();
+  std::vector<Parameter> params = {
+      {name_ + ".weight", &weight_, &weight_grad_, working ? &weight_work_ : nullptr}};
   if (options_.bias) {
     params.push_back({name_ + ".bias", &bias_, &bias_grad_, working ? &bias_work_ : nullptr});
   }
   return params;
 }
 
-Tensor Linear::ForGemms(const Lane& lane, const Tensor& t) const {
-  const DType dtype = policy_.compute_dtype();
-  if (t.dtype() == dtype || WidensBFloat16()) return t;
+Tensor Linear::InComputeDType(const Lane& lane, const Tensor& t) const {
+  const DType dtype = compute_dtype();
+  if (t.dtype() == dtype) return t;
   Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
   ops::Cast(lane, t, cast);
   return cast;
@@ -117,12 +117,12 @@ Tensor Linear::Forward(const Tensor& x) {
   // The parameter lane was joined before this Forward (the weights it
   // updates are read here): what it read may go.
   kept_for_param_lane_.clear();
-  // A float32 input (data) is cast to bfloat16 here in bf16 mode, unless
-  // bfloat16 is widened. Saved with its version: a write into it by the
+  // A float32 input (data) is cast to bfloat16 here where the layer
+  // computes in bfloat16. Saved with its version: a write into it by the
   // caller after Forward then fails Backward (layers/saved_tensor.h).
-  input_.Save(ForGemms(ops::MainLaneOf(x), x));
+  input_.Save(InComputeDType(ops::MainLaneOf(x), x));
   const Tensor& input = input_.tensor();
-  const DType dtype = policy_.compute_dtype();
+  const DType dtype = compute_dtype();
   Tensor y = Tensor::Empty({x.dim(0), out_}, x.device(), dtype);
   ops::GemmOptions o;
   o.tf32 = policy_.tf32();
@@ -171,9 +171,9 @@ void Linear::CheckBackward(const Tensor& dy) const {
 Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args,
                                                         const Tensor& dy) {
   const Lane& lane = args.lane;
-  const Tensor g = ForGemms(lane, dy);
+  const Tensor g = InComputeDType(lane, dy);
   if (options_.activation == Activation::kIdentity) return {g, Tensor()};
-  Tensor dz = Tensor::Empty(g.shape(), g.device(), PreActivationGradDType(g.dtype()));
+  Tensor dz = Tensor::Empty(g.shape(), g.device(), g.dtype());
   if (!BiasSummedWithActivation()) {
     ops::ActivationBackward(lane, options_.activation, pre_activation_.tensor(), g, dz);
     return {dz, Tensor()};
@@ -255,7 +255,7 @@ void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGra
 Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
   if (!args.input_grad) return Tensor();
   const Tensor& input = input_.tensor();
-  Tensor dx = Tensor::Empty(input.shape(), input.device(), policy_.compute_dtype());
+  Tensor dx = Tensor::Empty(input.shape(), input.device(), compute_dtype());
   ops::GemmOptions o;
   o.tf32 = policy_.tf32();
   ops::Gemm(args.lane, dz, false, weight_for_math(), false, dx, o);  // dz W

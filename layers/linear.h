@@ -30,37 +30,14 @@ enum class Init {
 // Parses "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal".
 Init ParseInit(const std::string& name);
 
-// Note [Float32 operands where bfloat16 is widened]
-// Rule: in bf16, what leaves a Linear (its output and its input gradient)
-// is bfloat16. Where the device multiplies bfloat16
-// (Backend::MultipliesBFloat16), the layer's GEMMs read bfloat16: a working
-// copy of the weight, the input and output gradient cast to bfloat16, and
-// dz (the gradient before the activation) in bfloat16. Where the device
-// widens bfloat16 to float32 (a CPU without bfloat16 dot products), they
-// read float32 wherever the layer holds or is given it: the float32 master
-// weight (the layer keeps no working copy of it), a float32 input (data)
-// and output gradient (a loss's) as given, and dz, which the layer then
-// computes in float32. Only the bfloat16 activations and input gradients
-// that other layers hand it are widened. The bias is bfloat16 either way.
-// Why: where bfloat16 is widened the GEMM multiplies in float32 whatever it
-// is given, so rounding to bfloat16 what it would widen back costs a pass
-// each way (over every weight, in the optimizer and in two GEMMs a step)
-// and precision. The gain is measured in docs/benchmarks.md ("bf16 on a CPU
-// with AVX-512 BF16").
-// Consequence: on such a CPU a bf16 model computes more in float32 than a
-// bfloat16 GEMM does, so its results differ from one's by more than
-// summation order; both are held to the same bf16 tolerances against fp32.
-// Mechanism: WidensBFloat16() asks the weight's backend; Parameters() and
-// weight_for_math() follow it; MoveTo rebuilds working copies on the new
-// device (layers/layer.h).
 struct LinearOptions {
   Activation activation = Activation::kIdentity;
   Init init = Init::kKaimingUniform;
   bool bias = true;
   Device device = Device::Cpu();
-  // bf16: bfloat16 activations and working copies of the weights (Note
-  // [Float32 operands where bfloat16 is widened]), float32 masters and
-  // gradients; tf32: TF32 GEMMs (layers/precision.h).
+  // bf16: bfloat16 activations and working copies of the parameters,
+  // float32 masters and gradients, where the device multiplies bfloat16;
+  // tf32: TF32 GEMMs (layers/precision.h).
   Precision precision = Precision::kFp32;
 };
 
@@ -95,27 +72,14 @@ class Linear : public Layer {
   int64_t out_;
   LinearOptions options_;
   void CheckBackward(const Tensor& dy) const;
-  // Note [Float32 operands where bfloat16 is widened].
-  bool WidensBFloat16() const {
-    return policy_.has_working_copies() && !weight_.backend().MultipliesBFloat16();
-  }
-  bool KeepsWeightWorkingCopy() const {
-    return policy_.has_working_copies() && !WidensBFloat16();
-  }
-  // `t` as the GEMMs read it: in the compute dtype (a cast when it is not),
-  // or as it is where WidensBFloat16().
-  Tensor ForGemms(const Lane& lane, const Tensor& t) const;
-  // dz's dtype for an output gradient of `dy_dtype`.
-  DType PreActivationGradDType(DType dy_dtype) const {
-    return WidensBFloat16() ? DType::kFloat32 : dy_dtype;
-  }
+  // The dtype of activations and working copies on the parameters' device.
+  DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
+  bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
+  // `t` in the compute dtype (a cast when it is not).
+  Tensor InComputeDType(const Lane& lane, const Tensor& t) const;
   // What the GEMMs read: the working copies where kept, the masters otherwise.
-  const Tensor& weight_for_math() const {
-    return KeepsWeightWorkingCopy() ? weight_work_ : weight_;
-  }
-  const Tensor& bias_for_math() const {
-    return policy_.has_working_copies() ? bias_work_ : bias_;
-  }
+  const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
+  const Tensor& bias_for_math() const { return has_working_copies() ? bias_work_ : bias_; }
   // Whether the bias gradient comes out of the activation's gradient pass.
   bool BiasSummedWithActivation() const {
     return options_.bias && options_.activation != Activation::kIdentity;
@@ -140,10 +104,9 @@ class Linear : public Layer {
   PrecisionPolicy policy_;
   Tensor weight_, weight_grad_;  // [out, in], float32
   Tensor bias_, bias_grad_;      // [out], float32
-  // bf16 working copies (bf16 only; the weight's an empty placeholder where
-  // not kept).
+  // bfloat16 working copies (bf16 only; empty placeholders where not kept).
   Tensor weight_work_, bias_work_;
-  SavedTensor input_{"input"};   // [batch, in], from the last Forward, as ForGemms gives it
+  SavedTensor input_{"input"};   // [batch, in], from the last Forward, in the compute dtype
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign); nothing for the identity.
   SavedTensor pre_activation_;

@@ -13,6 +13,14 @@ const char* PrecisionName(Precision precision) {
   return "?";
 }
 
+std::string PrecisionPolicy::Describe(const Backend& backend) const {
+  std::string text = PrecisionName(precision);
+  if (bf16() && compute_dtype(backend) == DType::kFloat32) {
+    text += " (computed in float32: the device does not multiply bfloat16)";
+  }
+  return text;
+}
+
 Precision ParsePrecision(const std::string& text) {
   for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
     if (text == PrecisionName(p)) return p;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
 #include "core/profile_range.h"
@@ -126,7 +127,7 @@ void WorkerRun::LogSetup() const {
        << "data: " << task_.train->size() << " train / " << task_.test->size() << " "
        << task_.test_name << " examples; " << worker_.size << " worker(s), mode "
        << ToString(config_.launch.mode) << ", device " << worker_.device << ", precision "
-       << PrecisionName(config_.precision)
+       << PrecisionPolicy{config_.precision}.Describe(GetBackend(worker_.device))
        << (config_.bf16_allreduce ? ", gradients all-reduced in bf16" : "") << "\n";
   if (config_.steps > 0) {
     log_ << "training " << config_.steps << " steps of " << config_.batch_size << " examples\n";

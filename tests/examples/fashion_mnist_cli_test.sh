@@ -39,6 +39,20 @@ else
   echo "SKIP (terminal part only): util-linux 'script' cannot open a pseudo-terminal here"
 fi
 
+# bf16 on a CPU that does not multiply bfloat16 (DNNL_MAX_CPU_ISA caps
+# oneDNN below AVX-512 BF16) computes as fp32 (Note [bf16 where the device
+# does not multiply bfloat16] in layers/precision.h): the setup line says
+# so, and every epoch's losses and accuracies are fp32's.
+epochs() { grep '^epoch ' | grep -o 'loss [0-9.]* .*test_acc [0-9.]*'; }
+fp32=$("$bin" --epochs=2 "${small[@]}" --workers=2 2>&1) || fail "fp32 run: $fp32"
+bf16=$(DNNL_MAX_CPU_ISA=AVX512_CORE "$bin" --epochs=2 "${small[@]}" --workers=2 \
+  --precision=bf16 2>&1) || fail "capped bf16 run: $bf16"
+grep -q "precision bf16 (computed in float32: the device does not multiply bfloat16)$" \
+  <<<"$bf16" || fail "capped bf16 setup line: $bf16"
+[ -n "$(epochs <<<"$fp32")" ] && [ "$(epochs <<<"$bf16")" = "$(epochs <<<"$fp32")" ] ||
+  fail "capped bf16 is not fp32: $(epochs <<<"$bf16") against $(epochs <<<"$fp32")"
+echo "ok: bf16 on a CPU without bfloat16 products trains as fp32"
+
 # --metrics, --plot and --trace write their files; the plot has test loss
 # too and a title that fits.
 "$bin" --epochs=2 --max_train=500 --max_test=100 --workers=2 --quiet \

@@ -238,24 +238,32 @@ std::vector<float> Rounded(std::vector<float> v) {
   return v;
 }
 
-// The weight a bf16 layer multiplies by: its working copy where the device
-// multiplies bfloat16, its float32 master where it widens bfloat16 (Note
-// [Float32 operands where bfloat16 is widened] in layers/linear.h), checked
+// The dtype a bf16 layer computes in on `device`: bfloat16 where the device
+// multiplies it, float32 elsewhere (Note [bf16 where the device does not
+// multiply bfloat16] in layers/precision.h).
+DType Bf16ComputeDType(Device device) {
+  return GetBackend(device).MultipliesBFloat16() ? DType::kBFloat16 : DType::kFloat32;
+}
+
+// What a bf16 layer multiplies by for parameter `p` (0: weight, 1: bias):
+// its working copy, the float32 master rounded, where the device multiplies
+// bfloat16; the master itself, with no working copy, elsewhere. Checked
 // against that rule.
-std::vector<float> WeightMultiplied(Linear& layer) {
-  const Parameter weight = layer.Parameters()[0];
-  EXPECT_EQ(weight.value->dtype(), DType::kFloat32);
-  if (!weight.value->backend().MultipliesBFloat16()) {
-    EXPECT_EQ(weight.working, nullptr) << "a working copy kept where bfloat16 is widened";
-    return weight.value->ToVector();
+std::vector<float> ParameterMultiplied(Linear& layer, size_t p) {
+  const Parameter param = layer.Parameters()[p];
+  EXPECT_EQ(param.value->dtype(), DType::kFloat32);
+  if (Bf16ComputeDType(param.value->device()) == DType::kFloat32) {
+    EXPECT_EQ(param.working, nullptr) << "a working copy where bfloat16 is not multiplied";
+    return param.value->ToVector();
   }
-  EXPECT_NE(weight.working, nullptr);
-  if (weight.working == nullptr) return {};
-  EXPECT_EQ(weight.working->dtype(), DType::kBFloat16);
-  const std::vector<float> w = weight.working->ToVector();
-  EXPECT_EQ(w, Rounded(weight.value->ToVector()));
+  EXPECT_NE(param.working, nullptr);
+  if (param.working == nullptr) return {};
+  EXPECT_EQ(param.working->dtype(), DType::kBFloat16);
+  const std::vector<float> w = param.working->ToVector();
+  EXPECT_EQ(w, Rounded(param.value->ToVector()));
   return w;
 }
+std::vector<float> WeightMultiplied(Linear& layer) { return ParameterMultiplied(layer, 0); }
 
 // bf16 mode against a float32 layer whose weights and input are those the
 // bf16 layer multiplies: the forward differs only by rounding its output
@@ -275,15 +283,13 @@ TEST_P(LinearTest, Bf16MatchesFloat32OnBf16Values) {
     Linear full("fc", 48, 24, rng_b, o);
     const std::vector<float> w = WeightMultiplied(half);
     ASSERT_FALSE(w.empty());
-    ASSERT_NE(half.Parameters()[1].working, nullptr);
-    EXPECT_EQ(half.Parameters()[1].working->ToVector(), Rounded(half.bias().ToVector()));
     full.weight().CopyFrom(Tensor::FromVector(w, {24, 48}, device()));
-    full.bias().CopyFrom(Tensor::FromVector(Rounded(half.bias().ToVector()), {24}, device()));
+    full.bias().CopyFrom(Tensor::FromVector(ParameterMultiplied(half, 1), {24}, device()));
     const Tensor x = Tensor::FromVector(Rounded(RandomInput(16, 48, 3).ToVector()), {16, 48},
                                         device());
     const Tensor y_half = half.Forward(x);
     const Tensor y_full = full.Forward(x);
-    EXPECT_EQ(y_half.dtype(), DType::kBFloat16);
+    EXPECT_EQ(y_half.dtype(), Bf16ComputeDType(device()));
     EXPECT_LE(RelativeL2(y_half.ToVector(), y_full.ToVector()), std::pow(2.0, -8))
         << ActivationName(act);
     const Tensor dy = Tensor::FromVector(Rounded(RandomInput(16, 24, 4).ToVector()), {16, 24},
@@ -294,7 +300,7 @@ TEST_P(LinearTest, Bf16MatchesFloat32OnBf16Values) {
     Tensor dy32 = Tensor::Empty(dy.shape(), device());
     ops::Cast(dy, dy32);
     const Tensor dx_full = full.Backward(dy32);
-    EXPECT_EQ(dx_half.dtype(), DType::kBFloat16);
+    EXPECT_EQ(dx_half.dtype(), Bf16ComputeDType(device()));
     EXPECT_EQ(half.Parameters()[0].grad->dtype(), DType::kFloat32);
     EXPECT_LE(RelativeL2(dx_half.ToVector(), dx_full.ToVector()), std::pow(2.0, -6));
     for (size_t p = 0; p < 2; ++p) {
@@ -306,20 +312,18 @@ TEST_P(LinearTest, Bf16MatchesFloat32OnBf16Values) {
   }
 }
 
-// Where bfloat16 is widened, a bf16 layer's GEMMs read float32 wherever the
-// layer holds or is given it (Note [Float32 operands where bfloat16 is
-// widened] in layers/linear.h): given a float32 input and output gradient it
-// computes as a float32 layer with the same weights and (bfloat16) bias, and
-// rounds only what leaves it. With ReLU or none, whose gradients need only
-// the output's sign, that gives the float32 layer's bits, rounded for the
-// output and the input gradient: a bfloat16 step in between (the input
-// cast, the output gradient cast, dz rounded) would show.
-TEST_P(LinearTest, Bf16WhereWidenedReadsFloat32AsGiven) {
+// Where the device does not multiply bfloat16, a bf16 layer computes as an
+// fp32 one (Note [bf16 where the device does not multiply bfloat16] in
+// layers/precision.h): from the same seed it gives the fp32 layer's bits,
+// forward, backward and after an SGD step in Backward, in float32 and with
+// no working copies; a bfloat16 input is widened once and then computed
+// with in float32 too.
+TEST_P(LinearTest, Bf16WhereNotMultipliedComputesAsFp32) {
   if (GetBackend(device()).MultipliesBFloat16()) {
-    GTEST_SKIP() << device() << " multiplies bfloat16 (linear_widen_test runs this test on the "
-                 << "CPU's widened path)";
+    GTEST_SKIP() << device() << " multiplies bfloat16 (linear_widen_test runs this test on a "
+                 << "CPU that does not)";
   }
-  for (Activation act : {Activation::kRelu, Activation::kIdentity}) {
+  for (Activation act : {Activation::kRelu, Activation::kGelu}) {
     LinearOptions o;
     o.device = device();
     o.activation = act;
@@ -328,25 +332,32 @@ TEST_P(LinearTest, Bf16WhereWidenedReadsFloat32AsGiven) {
     Linear half("fc", 48, 24, rng_a, o);
     o.precision = Precision::kFp32;
     Linear full("fc", 48, 24, rng_b, o);
-    const std::vector<float> bias = Rounded(RandomInput(1, 24, 14).ToVector());
-    half.bias().CopyFrom(Tensor::FromVector(bias, {24}, device()));
-    SyncWorkingCopies(half);
-    full.bias().CopyFrom(Tensor::FromVector(bias, {24}, device()));
-    EXPECT_EQ(WeightMultiplied(half), full.weight().ToVector());
-    const Tensor x = RandomInput(16, 48, 15);
+    for (size_t p = 0; p < 2; ++p) EXPECT_EQ(half.Parameters()[p].working, nullptr) << p;
+    const Tensor x = RandomInput(16, 48, 15), dy = RandomInput(16, 24, 16);
     const Tensor y_half = half.Forward(x);
-    EXPECT_EQ(y_half.dtype(), DType::kBFloat16);
-    EXPECT_EQ(y_half.ToVector(), Rounded(full.Forward(x).ToVector())) << ActivationName(act);
-    const Tensor dy = RandomInput(16, 24, 16);
-    ZeroGrad(half);
-    ZeroGrad(full);
-    const Tensor dx_half = half.Backward(dy);
-    EXPECT_EQ(dx_half.dtype(), DType::kBFloat16);
-    EXPECT_EQ(dx_half.ToVector(), Rounded(full.Backward(dy).ToVector())) << ActivationName(act);
+    EXPECT_EQ(y_half.dtype(), DType::kFloat32);
+    EXPECT_EQ(y_half.ToVector(), full.Forward(x).ToVector()) << ActivationName(act);
+    SgdParams plain;
+    plain.lr = 0.5f;
+    Sgd sgd_half(half.Parameters(), plain), sgd_full(full.Parameters(), plain);
+    BackwardArgs update_half = BackwardArgs::For(device()), update_full = update_half;
+    update_half.update = sgd_half.in_backward();
+    update_full.update = sgd_full.in_backward();
+    const Tensor dx_half = BackwardJoined(half, dy, update_half);
+    EXPECT_EQ(dx_half.dtype(), DType::kFloat32);
+    EXPECT_EQ(dx_half.ToVector(), BackwardJoined(full, dy, update_full).ToVector())
+        << ActivationName(act);
+    sgd_half.Step();
+    sgd_full.Step();
     for (size_t p = 0; p < 2; ++p) {
-      EXPECT_EQ(half.Parameters()[p].grad->ToVector(), full.Parameters()[p].grad->ToVector())
+      EXPECT_EQ(half.Parameters()[p].value->ToVector(), full.Parameters()[p].value->ToVector())
           << ActivationName(act) << " parameter " << p;
     }
+    const Tensor x16 = Tensor::FromVector(x.ToVector(), x.shape(), device(), DType::kBFloat16);
+    Tensor x_widened = Tensor::Empty(x.shape(), device());
+    ops::Cast(x16, x_widened);
+    EXPECT_EQ(half.Forward(x16).ToVector(), full.Forward(x_widened).ToVector())
+        << ActivationName(act) << ", a bfloat16 input";
   }
 }
 
@@ -383,14 +394,14 @@ TEST_P(LinearTest, Bf16SgdInBackwardKeepsWorkingCopies) {
       EXPECT_NEAR(master[i], expected[i], 1e-5f + 1e-5f * std::abs(expected[i])) << p;
     }
   }
-  WeightMultiplied(fused);
-  WeightMultiplied(reference);
-  EXPECT_EQ(fused.Parameters()[1].working->ToVector(),
-            Rounded(fused.Parameters()[1].value->ToVector()));
+  for (size_t p = 0; p < 2; ++p) {
+    ParameterMultiplied(fused, p);
+    ParameterMultiplied(reference, p);
+  }
 }
 
 // MoveTo rebuilds the working copies on the new device from the masters,
-// keeping the weight's only where that device multiplies bfloat16: a layer
+// keeping them only where that device multiplies bfloat16: a layer
 // built on the CPU and moved (to a GPU in the CUDA run) computes as one
 // built there.
 TEST_P(LinearTest, Bf16MoveToRebuildsWorkingCopies) {
@@ -408,8 +419,10 @@ TEST_P(LinearTest, Bf16MoveToRebuildsWorkingCopies) {
   MoveTo(moved, device());
   EXPECT_EQ(moved.weight().device(), device());
   EXPECT_EQ(WeightMultiplied(moved), WeightMultiplied(built_there));
-  ASSERT_NE(moved.Parameters()[1].working, nullptr);
-  EXPECT_EQ(moved.Parameters()[1].working->device(), device());
+  EXPECT_EQ(ParameterMultiplied(moved, 1), ParameterMultiplied(built_there, 1));
+  if (moved.Parameters()[1].working != nullptr) {
+    EXPECT_EQ(moved.Parameters()[1].working->device(), device());
+  }
   const Tensor x = RandomInput(8, 40, 10);
   EXPECT_EQ(moved.Forward(x).ToVector(), built_there.Forward(x).ToVector());
   MoveTo(moved, Device::Cpu());
@@ -417,6 +430,7 @@ TEST_P(LinearTest, Bf16MoveToRebuildsWorkingCopies) {
   o.device = Device::Cpu();
   Linear built_on_cpu("fc", 40, 24, rng_c, o);
   EXPECT_EQ(WeightMultiplied(moved), WeightMultiplied(built_on_cpu));
+  EXPECT_EQ(ParameterMultiplied(moved, 1), ParameterMultiplied(built_on_cpu, 1));
 }
 
 // TF32 against float32 from the same weights, for gradients written and
