@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The bf16 CPU step on the widened path (what CPUs without AVX-512 BF16
-# take; DNNL_MAX_CPU_ISA=AVX512_CORE forces it) beside the fp32 step,
-# alternated round after round on the cores given: one worker per core, one
+# The bf16 CPU step where the CPU does not multiply bfloat16 (CPUs without
+# AVX-512 BF16; DNNL_MAX_CPU_ISA=AVX512_CORE caps any CPU so), which then
+# computes in float32 (Note [bf16 where the device does not multiply
+# bfloat16] in layers/precision.h), beside the fp32 step, alternated round
+# after round on the cores given: one worker per core, one
 # thread each, 64 samples per worker, the Fashion-MNIST example's MLP
 # (784-512-256-10). Prints a line per run and the medians over the rounds,
 # with each round's bf16 step over its fp32 step (the median and the range).
@@ -17,8 +19,9 @@ overlap=on
 [ "$n" -eq 1 ] && overlap=off
 flags=(--mode=threads --workers="$n" --cpu_threads=1 --hidden=512,256 --batch_size=$((64 * n))
        --overlap=$overlap --steps=200 --repeats=5)
-# The step_ms of one run in PRECISION (fp32, or bf16 on the widened path,
-# which its machine line must name); exits when the run fails or does not.
+# The step_ms of one run in PRECISION (fp32, or bf16 on a CPU whose
+# bfloat16 GEMMs widen to float32, as its machine line must say); exits
+# when the run fails or does not.
 step_ms() {
   local precision=$1 out isa=()
   [ "$precision" = bf16 ] && isa=(DNNL_MAX_CPU_ISA=AVX512_CORE)
@@ -26,7 +29,9 @@ step_ms() {
     { echo "run_cpu_widened.sh: the $precision run failed" >&2; exit 1; }
   if [ "$precision" = bf16 ] &&
      ! grep -q '^machine .*bfloat16 GEMM: float32 GEMM on widened operands' <<< "$out"; then
-    echo "run_cpu_widened.sh: the bf16 run did not take the widened path" >&2; exit 1
+    echo "run_cpu_widened.sh: the bf16 run's machine line does not say its CPU widens" \
+      "bfloat16" >&2
+    exit 1
   fi
   grep '^result' <<< "$out" | grep -o 'step_ms=[0-9.]*' | head -1 | cut -d= -f2
 }
