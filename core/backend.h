@@ -126,23 +126,20 @@ class Backend {
 
   // D[m, n] = act(alpha op(A) op(B) + beta C + bias), where op(A) is [m, k]
   // and op(B) is [k, n]; A is stored [m, k] or, transposed, [k, m]. C may be
-  // D (in place) and is not read when beta is 0. A and B share a dtype,
-  // except where MultipliesBFloat16() is false (either may then be bfloat16
-  // beside a float32 other, and float32 A and B may give a bfloat16 D); C
+  // D (in place) and is not read when beta is 0. A and B share a dtype, C
   // and D share one (float32 or bfloat16, accumulation in float32 either
-  // way). The CPU backend computes in float32
-  // and rounds the result once; the CUDA backend calls cuBLAS or cuBLASLt
-  // (bias and ReLU in the epilogue).
+  // way). The CPU backend computes in float32 and rounds the result once;
+  // the CUDA backend calls cuBLAS or cuBLASLt (bias and ReLU in the
+  // epilogue).
   virtual void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
                     int64_t n, int64_t k, float alpha, CPtr a, CPtr b,
                     float beta, CPtr c, Ptr d, const GemmSpec& spec) = 0;
   // Whether Gemm multiplies bfloat16 operands as they are: true for the
   // CUDA backend, and for the CPU backend where the CPU has bfloat16 dot
   // products. Where false, Gemm widens bfloat16 operands to float32 and runs
-  // the float32 GEMM, so a float32 operand costs it nothing: it takes one
-  // beside a bfloat16 operand, and so do the activation-gradient ops. Layers
-  // in bf16 compute in float32 where it is false (Note [bf16 where the
-  // device does not multiply bfloat16] in layers/precision.h).
+  // the float32 GEMM, and layers in bf16 compute in float32 instead (Note
+  // [bf16 where the device does not multiply bfloat16] in
+  // layers/precision.h).
   virtual bool MultipliesBFloat16() const = 0;
   // Whether Gemm with trans_a and not trans_b (both operands stored with k
   // as their row index, as in a weight gradient dy^T x) runs well below its

@@ -38,11 +38,6 @@ void CheckSameDType(const char* op, const char* a_name, const Tensor& a, const c
       << " " << ShapeToString(b.shape()) << ": they must share a dtype";
 }
 
-void CheckSameDTypeUnlessWidened(const char* op, const char* a_name, const Tensor& a,
-                                 const char* b_name, const Tensor& b) {
-  if (a.backend().MultipliesBFloat16()) CheckSameDType(op, a_name, a, b_name, b);
-}
-
 void CheckMatrix(const char* op, const char* name, const Tensor& t) {
   TANDEM_CHECK(t.rank() == 2) << op << ": " << name << " must be 2-D, got shape "
                               << ShapeToString(t.shape());

@@ -20,11 +20,6 @@ void CheckOperands(const char* op, const Lane& lane, std::initializer_list<const
 void CheckSameDType(const char* op, const char* a_name, const Tensor& a, const char* b_name,
                     const Tensor& b);
 void CheckMatrix(const char* op, const char* name, const Tensor& t);
-// As CheckSameDType, except on a backend that widens bfloat16
-// (!Backend::MultipliesBFloat16()), where either may be bfloat16 beside a
-// float32 other: that backend computes in float32 whatever it is given.
-void CheckSameDTypeUnlessWidened(const char* op, const char* a_name, const Tensor& a,
-                                 const char* b_name, const Tensor& b);
 
 }  // namespace internal
 }  // namespace ops

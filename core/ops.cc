@@ -14,7 +14,6 @@ namespace {
 using internal::CheckMatrix;
 using internal::CheckOperands;
 using internal::CheckSameDType;
-using internal::CheckSameDTypeUnlessWidened;
 
 void CheckFloat32(const char* op, const char* name, const Tensor& t) {
   TANDEM_CHECK(t.dtype() == DType::kFloat32)
@@ -64,10 +63,8 @@ GemmSizes CheckGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   CheckMatrix("Gemm", "a", a);
   CheckMatrix("Gemm", "b", b);
   CheckMatrix("Gemm", out_name, out);
-  // Mixed operands only where Gemm widens bfloat16 anyway (Backend::Gemm).
-  CheckSameDTypeUnlessWidened("Gemm", "a", a, "b", b);
-  TANDEM_CHECK(a.dtype() == DType::kBFloat16 || b.dtype() == DType::kBFloat16 ||
-               out.dtype() == DType::kFloat32 || !a.backend().MultipliesBFloat16())
+  CheckSameDType("Gemm", "a", a, "b", b);
+  TANDEM_CHECK(a.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat32)
       << "Gemm: float32 a and b give a float32 result, but " << out_name << " is "
       << DTypeName(out.dtype());
   const int64_t m = trans_a ? a.dim(1) : a.dim(0);
@@ -216,7 +213,7 @@ void ActivationBackward(const Lane& lane, Activation activation, const Tensor& x
   CheckOperands(op, lane, {&x, &dy, &dx});
   CheckSameNumel(op, x, dy);
   CheckSameNumel(op, x, dx);
-  CheckSameDTypeUnlessWidened(op, "dy", dy, "dx", dx);
+  CheckSameDType(op, "dy", dy, "dx", dx);
   if (x.numel() == 0) return;
   lane.backend().ActivationBackward(lane, activation, x.ptr(), dy.ptr(), dx.mutable_ptr(),
                                     x.numel(), accumulate);
@@ -229,7 +226,7 @@ void ActivationBackwardColumnSums(const Lane& lane, Activation activation, const
   CheckMatrix(op, "x", x);
   CheckSameNumel(op, x, dy);
   CheckSameNumel(op, x, dz);
-  CheckSameDTypeUnlessWidened(op, "dy", dy, "dz", dz);
+  CheckSameDType(op, "dy", dy, "dz", dz);
   TANDEM_CHECK(sums.numel() == x.dim(1))
       << op << ": sums " << ShapeToString(sums.shape()) << " for x " << ShapeToString(x.shape())
       << ": sums needs one element per column of x, [" << x.dim(1) << "]";

@@ -51,9 +51,8 @@ namespace ops {
 void WaitFor(const Lane& waiter, const Lane& producer);
 
 // c = alpha * op(a) op(b) + beta * c for 2-D a, b, c. a and b share a
-// dtype, and float32 a and b give a float32 c, a bfloat16 operand a c of
-// either dtype; except on a backend that widens bfloat16
-// (!MultipliesBFloat16()), where a, b and c may each be either.
+// dtype; float32 a and b give a float32 c, bfloat16 ones a c of either
+// dtype.
 void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b,
           bool trans_b, Tensor& c, float alpha = 1.f, float beta = 0.f);
 // The general form: d = act(alpha op(a) op(b) + beta c + bias), for a

@@ -171,10 +171,9 @@ class CpuBackend : public Backend {
                     static_cast<const uint16_t*>(a.data), static_cast<const uint16_t*>(b.data),
                     beta, out.get());
     } else {
-      // float32 operands, or a bfloat16 one beside a float32 one: In widens it.
-      In A(intra(), a, m * k), B(intra(), b, k * n);
       cpu::Gemm(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k, alpha,
-                A.get(), B.get(), beta, out.get());
+                static_cast<const float*>(a.data), static_cast<const float*>(b.data), beta,
+                out.get());
     }
     if (spec.bias.data != nullptr) {
       In bias(intra(), spec.bias, n);
