@@ -48,9 +48,9 @@ namespace tandem {
 // tensors. Pointers (not copies) so that the framework can re-home both into
 // flat buffers (e.g. the reducer's gradient buckets) by assigning views.
 // A mixed-precision layer (layers/precision.h) computes with a `working`
-// copy in its compute dtype; `value` is then the float32 master, which
-// optimizers update (writing the working copy in the same pass) and
-// checkpoints keep.
+// copy in its compute dtype, where its device computes in bfloat16 (null
+// elsewhere); `value` is then the float32 master, which optimizers update
+// (writing the working copy in the same pass) and checkpoints keep.
 //
 // Note [Parameter names]
 // A parameter's name keys checkpoints and errors, so a model's names are
