@@ -44,14 +44,6 @@ std::vector<Parameter> LayerNorm::Parameters() {
           {name_ + ".bias", &bias_, &bias_grad_, working ? &bias_work_ : nullptr}};
 }
 
-Tensor LayerNorm::InComputeDType(const Tensor& t) const {
-  const DType dtype = compute_dtype();
-  if (t.dtype() == dtype) return t;
-  Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
-  ops::Cast(t, cast);
-  return cast;
-}
-
 Tensor LayerNorm::Forward(const Tensor& x) {
   TANDEM_CHECK(x.rank() == 2 && x.dim(1) == features_)
       << "layer '" << name_ << "' (LayerNorm " << features_ << ") got input "
@@ -59,7 +51,7 @@ Tensor LayerNorm::Forward(const Tensor& x) {
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
-  const Tensor input = InComputeDType(x);
+  const Tensor input = ops::ToDType(x, compute_dtype());
   const int64_t rows = x.dim(0);
   Tensor y = Tensor::Empty(x.shape(), x.device(), compute_dtype());
   mean_ = Tensor::Empty({rows}, x.device());
@@ -82,7 +74,7 @@ Tensor LayerNorm::Backward(const Tensor& dy) {
   // is made again, zeroed, as Linear does.
   if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
   if (!bias_grad_.defined()) bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
-  const Tensor g = InComputeDType(dy);
+  const Tensor g = ops::ToDType(dy, compute_dtype());
   Tensor dx = Tensor::Empty(x.shape(), x.device(), compute_dtype());
   ops::LayerNormBackward(x, g, weight_for_math(), mean_, rstd_, &dx, &weight_grad_,
                          &bias_grad_);

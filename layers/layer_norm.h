@@ -56,8 +56,6 @@ class LayerNorm : public Layer {
   Tensor& bias() { return bias_; }
 
  private:
-  // `t` in the compute dtype (a cast when it is not).
-  Tensor InComputeDType(const Tensor& t) const;
   // The dtype of activations and working copies on the parameters' device.
   DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
   bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }

@@ -98,14 +98,6 @@ std::vector<Parameter> Linear::Parameters() {
   return params;
 }
 
-Tensor Linear::InComputeDType(const Lane& lane, const Tensor& t) const {
-  const DType dtype = compute_dtype();
-  if (t.dtype() == dtype) return t;
-  Tensor cast = Tensor::Empty(t.shape(), t.device(), dtype);
-  ops::Cast(lane, t, cast);
-  return cast;
-}
-
 Tensor Linear::Forward(const Tensor& x) {
   TANDEM_CHECK(x.rank() == 2 && x.dim(1) == in_)
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
@@ -120,7 +112,7 @@ Tensor Linear::Forward(const Tensor& x) {
   // A float32 input (data) is cast to bfloat16 here where the layer
   // computes in bfloat16. Saved with its version: a write into it by the
   // caller after Forward then fails Backward (layers/saved_tensor.h).
-  input_.Save(InComputeDType(ops::MainLaneOf(x), x));
+  input_.Save(ops::ToDType(x, compute_dtype()));
   const Tensor& input = input_.tensor();
   const DType dtype = compute_dtype();
   Tensor y = Tensor::Empty({x.dim(0), out_}, x.device(), dtype);
@@ -171,7 +163,7 @@ void Linear::CheckBackward(const Tensor& dy) const {
 Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args,
                                                         const Tensor& dy) {
   const Lane& lane = args.lane;
-  const Tensor g = InComputeDType(lane, dy);
+  const Tensor g = ops::ToDType(lane, dy, compute_dtype());
   if (options_.activation == Activation::kIdentity) return {g, Tensor()};
   Tensor dz = Tensor::Empty(g.shape(), g.device(), g.dtype());
   if (!BiasSummedWithActivation()) {

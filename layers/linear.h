@@ -75,8 +75,6 @@ class Linear : public Layer {
   // The dtype of activations and working copies on the parameters' device.
   DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
   bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
-  // `t` in the compute dtype (a cast when it is not).
-  Tensor InComputeDType(const Lane& lane, const Tensor& t) const;
   // What the GEMMs read: the working copies where kept, the masters otherwise.
   const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
   const Tensor& bias_for_math() const { return has_working_copies() ? bias_work_ : bias_; }
