@@ -52,13 +52,19 @@ if [[ "$runtime" != /* ]]; then
 fi
 
 mkdir -p "$FUZZ_DIR/obj" "$FUZZ_DIR/artifacts" "$FUZZ_DIR/include/local_cuda"
-# What Bazel's @local_cuda repository generates, for this CPU-only build.
-cat > "$FUZZ_DIR/include/local_cuda/config.h" <<'HEADER'
+# What Bazel's @local_cuda repository generates, for this CPU-only build;
+# rewritten only when it differs, so its time does not force recompiles.
+cat > "$FUZZ_DIR/include/local_cuda/config.h.new" <<'HEADER'
 #ifndef TANDEM_LOCAL_CUDA_CONFIG_H_
 #define TANDEM_LOCAL_CUDA_CONFIG_H_
 #define TANDEM_CUDA_WHY_NOT "tools/fuzz.sh builds the CPU backend only"
 #endif  // TANDEM_LOCAL_CUDA_CONFIG_H_
 HEADER
+if cmp -s "$FUZZ_DIR/include/local_cuda/config.h.new" "$FUZZ_DIR/include/local_cuda/config.h"; then
+  rm "$FUZZ_DIR/include/local_cuda/config.h.new"
+else
+  mv "$FUZZ_DIR/include/local_cuda/config.h.new" "$FUZZ_DIR/include/local_cuda/config.h"
+fi
 SAN=(-fsanitize="${FUZZ_SANITIZERS:-address,undefined}"
      -fno-sanitize-recover=undefined)
 # The project's flags (tools/build_defs.bzl), -O1 -g for useful stacks.
@@ -88,10 +94,26 @@ done < <(sed -n 's|^//\([^:]*\):\(.*\.cc\)$|\1/\2|p' <<<"$labels" |
 # core/cpu/openblas.h; oneDNN and its OpenMP runtime: third_party/BUILD :dnnl).
 LIBS=(-ldnnl -lgomp -ldl -lz -pthread)
 
+# An object is compiled again only when it is missing, was compiled with
+# other flags (a FUZZ_DIR reused with other FUZZ_SANITIZERS or CXX), or a
+# file it was compiled from (its -MMD dependency list) is newer: a second
+# run over the same FUZZ_DIR fuzzes within seconds.
+up_to_date() {  # up_to_date OBJ FLAGS
+  local obj="$1" dep
+  [[ -f "$obj" && -f "$obj.d" && -f "$obj.flags" ]] || return 1
+  [[ "$(cat "$obj.flags")" == "$2" ]] || return 1
+  for dep in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$obj.d"); do
+    [[ -e "$dep" && ! "$dep" -nt "$obj" ]] || return 1
+  done
+}
 compile() {  # compile SOURCE EXTRA_FLAGS...
   local src="$1"; shift
   local obj="$FUZZ_DIR/obj/${src//\//_}.o"
-  "$CXX" "${CXXFLAGS[@]}" "$@" -c "$src" -o "$obj"
+  local flags="$CXX ${CXXFLAGS[*]} $*"
+  up_to_date "$obj" "$flags" && return 0
+  rm -f "$obj.flags"
+  "$CXX" "${CXXFLAGS[@]}" "$@" -MMD -MF "$obj.d" -c "$src" -o "$obj"
+  echo "$flags" > "$obj.flags"
 }
 
 echo "== compiling with $CXX ($(nproc) jobs)"
