@@ -70,10 +70,7 @@ fi
 # tools/device/run_sanitizers.sh runs compute-sanitizer on the GPU machine.
 # The commands are written out as docs/reliability.md shows them.
 phase deps tools/install_deps.sh --fuzz
-# bench/ is left out here: the docs check builds it with -c opt, as its
-# users run it (`bazel build -c opt //bench/...`), and a fastbuild copy would
-# compile it twice. It holds no tests.
-phase suite bazel test "$@" -- //... -//bench/...
+phase suite bazel test //... "$@"
 own_base=$(bazel info output_base)
 tsan_base=${own_base}_tsan asan_base=${own_base}_asan
 # Threads are Tandem's own only in the communicators, the reducer, the
