@@ -3,7 +3,9 @@
     load("//tools:build_defs.bzl", "tandem_cc_library", "tandem_cc_test")
 
 tandem_cc_library / tandem_cc_binary / tandem_cc_test add TANDEM_COPTS;
-tandem_cc_test also links GoogleTest's main. cuda_library compiles .cu files
+tandem_cc_test also links GoogleTest's main; tandem_cc_test_runs compiles
+one test source once and runs it as several tests, each in its own
+environment. cuda_library compiles .cu files
 with nvcc (see Note [nvcc under Bazel]) and is empty where CUDA is absent.
 """
 
@@ -63,6 +65,29 @@ def tandem_cc_test(name, copts = [], deps = [], **kwargs):
         deps = deps + ["//third_party:gtest_main"],
         **kwargs
     )
+
+def tandem_cc_test_runs(name, runs, srcs, deps = [], copts = [], **kwargs):
+    """One test source run as several tests, each in its own environment, as
+    the CPU backend's tests run once per instruction set a library may pick
+    (the environment caps it). runs: [(test name, env dict)]. The source is
+    compiled once, into `name` (a test-only library that keeps every test
+    case, alwayslink), and each test only links it: a build compiles it
+    once, not once per run."""
+    native.cc_library(
+        name = name,
+        testonly = True,
+        srcs = srcs,
+        copts = TANDEM_COPTS + copts,
+        deps = deps + ["//third_party:gtest"],
+        alwayslink = True,
+    )
+    for test_name, env in runs:
+        native.cc_test(
+            name = test_name,
+            env = env,
+            deps = [":" + name, "//third_party:gtest_main"],
+            **kwargs
+        )
 
 def _include_flags():
     """-I flags for the source and generated roots of Tandem's repository and
