@@ -1,5 +1,5 @@
 // A user-defined layer, written only against Tandem's public API
-// (core/ops.h, core/tensor.h, layers/layer.h): y = x A^T B^T, a linear map
+// (core/ops.h, core/tensor.h, layers/layer.h, layers/saved_tensor.h): y = x A^T B^T, a linear map
 // factored through `rank` dimensions (in*rank + rank*out weights instead of
 // in*out). It runs on CPU and GPU without knowing which, and trains like any
 // built-in layer, in a float32 or a bf16 model (it computes in float32 and
@@ -15,6 +15,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "layers/layer.h"
+#include "layers/saved_tensor.h"
 
 namespace example {
 
@@ -35,21 +36,25 @@ class LowRankLinear : public tandem::Layer {
     TANDEM_CHECK(x.rank() == 2 && x.dim(1) == in_)
         << "layer '" << name_ << "' got input " << tandem::ShapeToString(x.shape())
         << ": expected [batch, " << in_ << "]";
-    x_ = tandem::ops::ToDType(x, tandem::DType::kFloat32);  // bf16 models too
-    h_ = Tensor::Empty({x.dim(0), a_.dim(0)}, x.device());
-    tandem::ops::Gemm(x, false, a_, true, h_);   // h = x A^T   [batch, rank]
+    const Tensor x32 = tandem::ops::ToDType(x, tandem::DType::kFloat32);  // bf16 models too
+    Tensor h = Tensor::Empty({x.dim(0), a_.dim(0)}, x.device());
+    tandem::ops::Gemm(x32, false, a_, true, h);  // h = x A^T   [batch, rank]
     Tensor y = Tensor::Empty({x.dim(0), b_.dim(0)}, x.device());
-    tandem::ops::Gemm(h_, false, b_, true, y);   // y = h B^T   [batch, out]
+    tandem::ops::Gemm(h, false, b_, true, y);    // y = h B^T   [batch, out]
+    input_.Save(x32);  // rule 7: after the layer's own writes
+    hidden_.Save(h);
     return y;
   }
 
   Tensor Backward(const Tensor& dy_in) override {  // dy [batch, out]
     const Tensor dy = tandem::ops::ToDType(dy_in, tandem::DType::kFloat32);
-    tandem::ops::Gemm(dy, true, h_, false, db_, 1.f, 1.f);   // dB += dy^T h
-    Tensor dh = Tensor::Empty(h_.shape(), dy.device());
+    const Tensor& x = input_.Get(*this);  // throws if written since Forward
+    const Tensor& h = hidden_.Get(*this);
+    tandem::ops::Gemm(dy, true, h, false, db_, 1.f, 1.f);    // dB += dy^T h
+    Tensor dh = Tensor::Empty(h.shape(), dy.device());
     tandem::ops::Gemm(dy, false, b_, false, dh);             // dh = dy B
-    tandem::ops::Gemm(dh, true, x_, false, da_, 1.f, 1.f);   // dA += dh^T x
-    Tensor dx = Tensor::Empty(x_.shape(), dy.device());
+    tandem::ops::Gemm(dh, true, x, false, da_, 1.f, 1.f);    // dA += dh^T x
+    Tensor dx = Tensor::Empty(x.shape(), dy.device());
     tandem::ops::Gemm(dh, false, a_, false, dx);             // dx = dh A
     return dx;
   }
@@ -70,7 +75,8 @@ class LowRankLinear : public tandem::Layer {
   std::string name_;
   int64_t in_;
   Tensor a_, b_, da_, db_;  // weights and their gradients
-  Tensor x_, h_;            // saved by Forward for Backward
+  tandem::SavedTensor input_{"input"};    // saved by Forward for Backward:
+  tandem::SavedTensor hidden_{"hidden"};  // x in float32, and h = x A^T
 };
 
 }  // namespace example

@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "layers/activation.h"
+#include "layers/gradient_check.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/optimizer.h"
 #include "layers/sequential.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -23,7 +23,7 @@ TEST_P(CustomLayerTest, GradientCheck) {
   example::LowRankLinear layer("low_rank", 6, 5, 2, rng, device());
   std::vector<float> v(3 * 6);
   for (float& x : v) x = rng.Normal();
-  EXPECT_LT(testing::CheckLayerGradients(layer, Tensor::FromVector(v, {3, 6}, device())),
+  EXPECT_LT(CheckLayerGradients(layer, Tensor::FromVector(v, {3, 6}, device())),
             1e-2);
 }
 

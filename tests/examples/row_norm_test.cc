@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "layers/gradient_check.h"
 #include "layers/layer_norm.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 #ifdef TANDEM_COUNT_HOST_WAITS
 #include "core/cuda/host_wait.h"
 #endif
@@ -42,7 +42,7 @@ TEST(RowNormTest, GradientsPassAFiniteDifferenceCheck) {
   // Non-trivial affine parameters, so their gradients are probed too.
   *norm.Parameters()[0].value = RandomRows(1, 7, 3, Device::Cpu()).Reshape({7});
   *norm.Parameters()[1].value = RandomRows(1, 7, 4, Device::Cpu()).Reshape({7});
-  EXPECT_LT(testing::CheckLayerGradients(norm, RandomRows(5, 7, 1, Device::Cpu())), 1e-2);
+  EXPECT_LT(CheckLayerGradients(norm, RandomRows(5, 7, 1, Device::Cpu())), 1e-2);
 }
 
 class RowNormDeviceTest : public DeviceTest {};

@@ -15,8 +15,8 @@
 #include "core/check.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "layers/gradient_check.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 #ifdef EXAMPLE_WITH_CUDA
 #include "core/backend_registry.h"
 #include "core/cuda/user_kernels.h"
@@ -65,7 +65,7 @@ TEST(SwishTest, MatchesHandComputedValues) {
 TEST(SwishTest, GradientsPassAFiniteDifferenceCheck) {
   example::Swish act("act");
   const Tensor x = Tensor::FromVector(RandomValues(24, 1), {4, 6});
-  EXPECT_LT(testing::CheckLayerGradients(act, x), 1e-2);
+  EXPECT_LT(CheckLayerGradients(act, x), 1e-2);
 }
 
 TEST(SwishTest, RefusesBfloat16NamingTheLayer) {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
+#include "layers/gradient_check.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -17,7 +17,7 @@ TEST_P(ActivationLayerTest, Gradients) {
   Tensor x = Tensor::FromVector({-1.3f, -0.4f, 0.3f, 0.9f, 2.2f, -2.7f}, {2, 3}, device());
   for (auto make : {MakeRelu, MakeGelu, MakeTanh}) {
     auto layer = make("act");
-    EXPECT_LT(testing::CheckLayerGradients(*layer, x), 1e-2) << layer->Describe();
+    EXPECT_LT(CheckLayerGradients(*layer, x), 1e-2) << layer->Describe();
   }
 }
 

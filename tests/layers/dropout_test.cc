@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
+#include "layers/gradient_check.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -30,9 +30,9 @@ TEST_P(DropoutTest, EvalIsIdentityTrainScales) {
 TEST_P(DropoutTest, GradientUsesTheSameMask) {
   Dropout drop("drop", 0.3f, 11);
   Tensor x = Tensor::FromVector({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}, device());
-  testing::GradCheckOptions o;
+  GradCheckOptions o;
   o.before_forward = [&] { drop.set_offset(0); };
-  EXPECT_LT(testing::CheckLayerGradients(drop, x, o), 1e-2);
+  EXPECT_LT(CheckLayerGradients(drop, x, o), 1e-2);
 }
 
 TEST(DropoutConfigTest, RejectsBadProbability) {

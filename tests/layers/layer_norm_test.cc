@@ -10,9 +10,9 @@
 #include "core/check.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "layers/gradient_check.h"
 #include "tests/support/device_test.h"
 #include "tests/support/error_text.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -117,7 +117,7 @@ TEST_P(LayerNormTest, GradientsMatchFiniteDifferences) {
   LayerNorm ln("ln", 7, device());
   SetParams(ln, RandomValues(7, 4), RandomValues(7, 5));
   const Tensor x = Tensor::FromVector(RandomValues(5 * 7, 6), {5, 7}, device());
-  EXPECT_LT(testing::CheckLayerGradients(ln, x), 1e-2);
+  EXPECT_LT(CheckLayerGradients(ln, x), 1e-2);
 }
 
 // dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy * weight, in

@@ -11,9 +11,9 @@
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
+#include "layers/gradient_check.h"
 #include "layers/optimizer.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -49,7 +49,7 @@ TEST_P(LinearTest, GradientsAllActivations) {
     o.activation = act;
     o.device = device();
     Linear fc(std::string("fc_") + ActivationName(act), 7, 5, rng, o);
-    EXPECT_LT(testing::CheckLayerGradients(fc, RandomInput(4, 7, 2)), 1e-2)
+    EXPECT_LT(CheckLayerGradients(fc, RandomInput(4, 7, 2)), 1e-2)
         << ActivationName(act);
   }
 }

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
+#include "layers/gradient_check.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -16,7 +16,7 @@ TEST_P(LossTest, SoftmaxCrossEntropyGradient) {
   Tensor logits = Tensor::FromVector({0.2f, -1, 3, 0.5f, 0.5f, 2, -2, 1, 0}, {3, 3}, device());
   Tensor labels = Tensor::FromVector({2, 0, 1}, {3}, device());
   SoftmaxCrossEntropyLoss ce;
-  EXPECT_LT(testing::CheckLossGradient(ce, logits, labels), 1e-2);
+  EXPECT_LT(CheckLossGradient(ce, logits, labels), 1e-2);
 }
 
 TEST_P(LossTest, MseGradientAndValue) {
@@ -26,7 +26,7 @@ TEST_P(LossTest, MseGradientAndValue) {
   EXPECT_NEAR(mse.Forward(pred, target).Item(), (0 + 1 + 4 + 9 + 16 + 25) / 6.f, 1e-5);
   // Averaged over 6 examples (a global batch) of 2 features: /12.
   EXPECT_NEAR(mse.Forward(pred, target, 6).Item(), 55.f / 12, 1e-5);
-  EXPECT_LT(testing::CheckLossGradient(mse, pred, target), 1e-2);
+  EXPECT_LT(CheckLossGradient(mse, pred, target), 1e-2);
 }
 
 TEST_P(LossTest, ExamplesSetsTheNormalizer) {

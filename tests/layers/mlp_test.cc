@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
+#include "layers/gradient_check.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -24,7 +24,7 @@ TEST_P(MlpTest, StructureAndGradients) {
   Rng data(4);
   std::vector<float> v(2 * 6);
   for (float& x : v) x = data.Normal();
-  EXPECT_LT(testing::CheckLayerGradients(*model, Tensor::FromVector(v, {2, 6}, device())),
+  EXPECT_LT(CheckLayerGradients(*model, Tensor::FromVector(v, {2, 6}, device())),
             1e-2);
 }
 

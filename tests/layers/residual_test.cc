@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "layers/activation.h"
 #include "layers/dropout.h"
+#include "layers/gradient_check.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/optimizer.h"
@@ -26,7 +27,6 @@
 #include "tests/support/device_test.h"
 #include "tests/support/dp_training.h"
 #include "tests/support/error_text.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -87,11 +87,11 @@ TEST_P(ResidualTest, GradientsEveryActivationAndASequentialBody) {
                          Activation::kTanh}) {
     Rng rng(1);
     Residual block("block", MakeLinear("fc", 5, 5, act, rng, device()));
-    EXPECT_LT(testing::CheckLayerGradients(block, RandomInput(4, 5, 2, device())), 1e-2)
+    EXPECT_LT(CheckLayerGradients(block, RandomInput(4, 5, 2, device())), 1e-2)
         << ActivationName(act);
   }
   auto model = ResidualMlp(3, device());
-  EXPECT_LT(testing::CheckLayerGradients(*model, RandomInput(4, 6, 4, device())), 1e-2);
+  EXPECT_LT(CheckLayerGradients(*model, RandomInput(4, 6, 4, device())), 1e-2);
 }
 
 // One model on the CPU and one on device(), from one seed: the same outputs,

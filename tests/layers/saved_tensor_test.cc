@@ -14,12 +14,12 @@
 #include "core/rng.h"
 #include "layers/activation.h"
 #include "layers/dropout.h"
+#include "layers/gradient_check.h"
 #include "layers/linear.h"
 #include "layers/residual.h"
 #include "layers/saved_tensor.h"
 #include "tests/support/device_test.h"
 #include "tests/support/error_text.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -127,7 +127,7 @@ TEST_P(AliasingTest, ForwardsOwnWritesDoNotCount) {
 TEST_P(AliasingTest, ResidualLayerGivesCorrectGradients) {
   for (Activation act : {Activation::kRelu, Activation::kIdentity}) {
     Residual block("block", MakeLinear("fc", 6, act));
-    EXPECT_LT(testing::CheckLayerGradients(block, RandomInput(5, 6, 11)), 1e-2)
+    EXPECT_LT(CheckLayerGradients(block, RandomInput(5, 6, 11)), 1e-2)
         << ActivationName(act);
 
     auto alone = MakeLinear("fc", 6, act);

@@ -8,11 +8,11 @@
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
-#include "layers/optimizer.h"
 #include "layers/activation.h"
+#include "layers/gradient_check.h"
 #include "layers/linear.h"
+#include "layers/optimizer.h"
 #include "tests/support/device_test.h"
-#include "tests/support/gradient_check.h"
 
 namespace tandem {
 namespace {
@@ -30,7 +30,7 @@ TEST_P(SequentialTest, GradientsAndLayerDoneOrder) {
   model.Emplace<Linear>("fc2", 4, 3, rng, o);
   Tensor x = Tensor::FromVector({0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 1, 2, -1, 0.5f, 0},
                                 {2, 5}, device());
-  EXPECT_LT(testing::CheckLayerGradients(model, x), 1e-2);
+  EXPECT_LT(CheckLayerGradients(model, x), 1e-2);
 
   std::vector<size_t> order;
   model.Forward(x);

@@ -1,4 +1,4 @@
-#include "tests/support/gradient_check.h"
+#include "layers/gradient_check.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,6 @@
 #include "core/rng.h"
 
 namespace tandem {
-namespace testing {
 namespace {
 
 double Dot(const std::vector<float>& a, const std::vector<float>& b) {
@@ -93,5 +92,4 @@ double CheckLossGradient(Loss& loss, const Tensor& pred_in, const Tensor& target
   return Compare(loss.Name(), pred, analytic, options, objective);
 }
 
-}  // namespace testing
 }  // namespace tandem

@@ -1,4 +1,6 @@
-// Finite-difference gradient checks for layers and losses.
+// Finite-difference gradient checks for layers and losses: does a layer's
+// Backward agree with its Forward? For your own layers' tests, as for
+// Tandem's (docs/custom_layers.md).
 //
 //   double err = CheckLayerGradients(layer, x);   // prints and returns the
 //   EXPECT_LT(err, 1e-2);                          // worst relative error
@@ -6,8 +8,8 @@
 // The layer is probed through L = sum(Forward(x) * r) for a fixed random r,
 // so dL/dy = r; central differences of L are compared with what Backward
 // produces for the input and for every parameter.
-#ifndef TANDEM_TESTS_SUPPORT_GRADIENT_CHECK_H_
-#define TANDEM_TESTS_SUPPORT_GRADIENT_CHECK_H_
+#ifndef TANDEM_LAYERS_GRADIENT_CHECK_H_
+#define TANDEM_LAYERS_GRADIENT_CHECK_H_
 
 #include <functional>
 
@@ -16,7 +18,6 @@
 #include "layers/loss.h"
 
 namespace tandem {
-namespace testing {
 
 struct GradCheckOptions {
   float step = 1e-3f;
@@ -34,7 +35,6 @@ double CheckLayerGradients(Layer& layer, const Tensor& x,
 double CheckLossGradient(Loss& loss, const Tensor& pred, const Tensor& target,
                          const GradCheckOptions& options = {});
 
-}  // namespace testing
 }  // namespace tandem
 
-#endif  // TANDEM_TESTS_SUPPORT_GRADIENT_CHECK_H_
+#endif  // TANDEM_LAYERS_GRADIENT_CHECK_H_
