@@ -71,6 +71,9 @@ class GzReader {
         << path << ": cannot open: " << std::strerror(errno);
     TANDEM_CHECK(!S_ISDIR(info.st_mode))
         << path << ": is a directory, expected an IDX file";
+    // A FIFO or a device would block the open below, or never end.
+    TANDEM_CHECK(S_ISREG(info.st_mode))
+        << path << ": not a regular file (a FIFO, socket or device), expected an IDX file";
     file_bytes_ = static_cast<uint64_t>(info.st_size);
     errno = 0;
     file_.reset(gzopen(path.c_str(), "rb"));

@@ -41,6 +41,9 @@ class NpyFile {
         << path << ": cannot open: " << std::strerror(errno);
     TANDEM_CHECK(!S_ISDIR(info.st_mode))
         << path << ": is a directory, expected a .npy file";
+    // A FIFO or a device would block the open below, or never end.
+    TANDEM_CHECK(S_ISREG(info.st_mode))
+        << path << ": not a regular file (a FIFO, socket or device), expected a .npy file";
     file_.reset(std::fopen(path.c_str(), "rb"));
     TANDEM_CHECK(file_ != nullptr)
         << path << ": cannot open: " << std::strerror(errno);

@@ -53,18 +53,31 @@ int Fd::Close() {
   return rc;
 }
 
+std::string TemporaryPrefixFor(const std::string& path) { return path + ".tmp."; }
+
+std::string TemporaryPathFor(const std::string& path, int pid) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "host");
+  return TemporaryPrefixFor(path) + host + "." + std::to_string(pid);
+}
+
+std::string TemporaryPathFor(const std::string& path) {
+  return TemporaryPathFor(path, static_cast<int>(::getpid()));
+}
+
 // Note [Atomic replace]
 // A save must never leave `path` half-written: a job killed while saving
 // (pre-emption, OOM, Ctrl-C) would otherwise lose the previous file as well
-// as the new one. So the new bytes go to path + ".tmp"; fsync makes them
+// as the new one. So the new bytes go to a temporary file (TemporaryPathFor:
+// one per writer, so that two writers never truncate each other's); fsync makes them
 // durable; rename() then swaps the name over in one step (POSIX guarantees
 // a reader sees the old file or the new one, nothing between); and fsync of
 // the directory makes the rename itself durable across a power loss. A kill
-// at any moment leaves `path` intact; at worst a stale .tmp is left behind,
-// which the next save truncates and reuses.
+// at any moment leaves `path` intact; at worst a stale temporary is left
+// behind (parallel/checkpointer.cc reports a complete one it finds).
 void WriteFileAtomically(const std::string& path, const std::string& context,
                          const std::function<void(const ByteSink&)>& produce) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = TemporaryPathFor(path);
   {
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     TANDEM_CHECK(fd.get() >= 0) << context << ": cannot create " << tmp << ": " << Errno();

@@ -17,7 +17,15 @@ namespace tandem {
 // Receives the file's bytes, in order, in pieces of any size.
 using ByteSink = std::function<void(const char* data, size_t size)>;
 
-// Writes what `produce` hands its sink to path + ".tmp", fsyncs it, renames
+// The temporary file a writer (process `pid` on this host) fills before it
+// renames it over `path`: path + ".tmp.<host>.<pid>", so that two writers
+// never share one. A save killed before its rename leaves it behind.
+std::string TemporaryPathFor(const std::string& path, int pid);
+std::string TemporaryPathFor(const std::string& path);  // this process's
+// The prefix every writer's temporary file of `path` starts with.
+std::string TemporaryPrefixFor(const std::string& path);
+
+// Writes what `produce` hands its sink to TemporaryPathFor(path), fsyncs it, renames
 // it over `path` and fsyncs the directory. Throws tandem::Error starting
 // with `context` ("writing checkpoint /x/y.tnd") on any failure, leaving
 // `path` as it was.

@@ -368,7 +368,10 @@ void WriteCheckpoint(const std::string& path, const CheckpointState& state) {
 }
 
 CheckpointState ReadCheckpoint(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO (or a device) returns at once, and the
+  // regular-file check below refuses it, where a plain open would block
+  // until a writer came. It changes nothing for a regular file.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   TANDEM_CHECK(fd.get() >= 0)
       << path << ": cannot open checkpoint: " << Errno();
   struct stat info;

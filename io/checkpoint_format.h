@@ -79,7 +79,7 @@ struct CheckpointState {
   }
 };
 
-// Writes `state` to `path` atomically: to path + ".tmp", fsync, rename over
+// Writes `state` to `path` atomically: to TemporaryPathFor(path) (io/atomic_file.h), fsync, rename over
 // `path`, fsync the directory. Throws tandem::Error naming the path when any
 // step fails (the previous checkpoint, if any, is then untouched).
 void WriteCheckpoint(const std::string& path, const CheckpointState& state);

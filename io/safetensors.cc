@@ -264,7 +264,9 @@ void WriteSafetensors(const std::string& path,
 }
 
 SafetensorsFile ReadSafetensors(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO opens at once and the S_ISREG check refuses it (see
+  // ReadCheckpoint); a regular file reads as without it.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   TANDEM_CHECK(fd.get() >= 0) << path << ": cannot open safetensors file: " << Errno();
   struct stat info;
   TANDEM_CHECK(::fstat(fd.get(), &info) == 0)

@@ -1,10 +1,15 @@
 #include "parallel/checkpointer.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <exception>
+#include <vector>
 
 #include "core/check.h"
 
@@ -40,25 +45,42 @@ std::string CheckpointPath(const std::string& dir) {
 
 namespace {
 
-// mkdir -p: creates `dir` and any missing parents.
-void MakeDirectories(const std::string& dir) {
-  TANDEM_CHECK(!dir.empty()) << "checkpoint directory is empty";
+// mkdir -p: creates `dir` and any missing parents. "" or what failed.
+std::string MakeDirectories(const std::string& dir) {
+  if (dir.empty()) return "checkpoint directory is empty";
   for (size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
     const std::string prefix = dir.substr(0, end);
     if (::mkdir(prefix.c_str(), 0755) != 0) {
       const int error = errno;
       struct stat info;
-      TANDEM_CHECK(error == EEXIST && ::stat(prefix.c_str(), &info) == 0 &&
-                   S_ISDIR(info.st_mode))
-          << "cannot create checkpoint directory " << dir << ": " << prefix
-          << ": " << (error == EEXIST ? "exists and is not a directory"
-                                      : std::strerror(error));
+      if (!(error == EEXIST && ::stat(prefix.c_str(), &info) == 0 && S_ISDIR(info.st_mode))) {
+        return "cannot create checkpoint directory " + dir + ": " + prefix + ": " +
+               (error == EEXIST ? "exists and is not a directory" : std::strerror(error));
+      }
     }
     if (end == std::string::npos) break;
   }
+  return "";
 }
 
 }  // namespace
+
+std::string PrepareCheckpointDir(const std::string& dir) {
+  const std::string made = MakeDirectories(dir);
+  if (!made.empty()) return made;
+  // A name no other process uses: this one's pid on this host.
+  char host[256] = "host";
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string probe =
+      dir + "/.tandem_write_probe." + host + "." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return "cannot write in checkpoint directory " + dir + ": " + std::strerror(errno);
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
 
 void SaveCheckpoint(Communicator& comm, const std::string& dir,
                     const CheckpointState& state) {
@@ -67,7 +89,8 @@ void SaveCheckpoint(Communicator& comm, const std::string& dir,
   float failed = 0.f;
   if (comm.rank() == 0) {
     try {
-      MakeDirectories(dir);
+      const std::string made = MakeDirectories(dir);
+      TANDEM_CHECK(made.empty()) << made;
       WriteCheckpoint(path, state);
     } catch (...) {
       failure = std::current_exception();
@@ -86,6 +109,52 @@ void SaveCheckpoint(Communicator& comm, const std::string& dir,
   }
 }
 
+namespace {
+
+// The temporary files of saves into `dir` (io/atomic_file.h).
+std::vector<std::string> TemporaryCheckpoints(const std::string& dir) {
+  std::vector<std::string> found;
+  const std::string prefix = std::string(kCheckpointFileName) + ".tmp.";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* entry = ::readdir(d)) {
+      if (std::string(entry->d_name).rfind(prefix, 0) == 0) found.push_back(entry->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// Note [A complete temporary checkpoint]
+// A save killed between its fsync and its rename leaves a complete
+// checkpoint under its temporary name, perhaps later than checkpoint.tnd or
+// with none beside it. Resuming from the older one, or afresh, would throw
+// away that training without a word; renaming it here would pick among
+// writers behind the user's back. So a complete temporary later than the
+// checkpoint (or with none) stops the run with what to do. Partial ones
+// (killed mid-write) hold nothing and are left for the next save's cleanup.
+void CheckNoLaterTemporary(const std::string& dir, const std::optional<int64_t>& step) {
+  for (const std::string& name : TemporaryCheckpoints(dir)) {
+    const std::string tmp = dir + "/" + name;
+    struct stat info;
+    if (::stat(tmp.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
+    std::optional<CheckpointState> state;
+    try {
+      state = ReadCheckpoint(tmp);
+    } catch (const Error&) {
+      continue;  // partial: the save was killed while writing it
+    }
+    if (step && state->step <= *step) continue;
+    throw Error(tmp + " is a complete checkpoint (step " + std::to_string(state->step) + ") " +
+                (step ? "later than " + CheckpointPath(dir) + " (step " + std::to_string(*step) + ")"
+                      : "with no " + std::string(kCheckpointFileName) + " beside it") +
+                ": a save was stopped before it put the file in place. To resume from it: mv " +
+                tmp + " " + CheckpointPath(dir) + "; to ignore it, delete it");
+  }
+}
+
+}  // namespace
+
 std::optional<CheckpointState> LoadLatestCheckpoint(const std::string& dir) {
   const std::string path = CheckpointPath(dir);
   struct stat info;
@@ -94,9 +163,17 @@ std::optional<CheckpointState> LoadLatestCheckpoint(const std::string& dir) {
     TANDEM_CHECK(error == ENOENT)
         << path << ": cannot look for a checkpoint: " << std::strerror(error)
         << (error == ENOTDIR ? " (the checkpoint directory is a file?)" : "");
+    // A link to nothing is not "no checkpoint": the one it named is lost,
+    // and starting afresh would replace the link without a word.
+    TANDEM_CHECK(::lstat(path.c_str(), &info) != 0)
+        << path << ": a symbolic link to a file that does not exist; remove it, or point it "
+        << "at the checkpoint to resume from";
+    CheckNoLaterTemporary(dir, std::nullopt);
     return std::nullopt;
   }
-  return ReadCheckpoint(path);
+  CheckpointState state = ReadCheckpoint(path);
+  CheckNoLaterTemporary(dir, state.step);
+  return state;
 }
 
 }  // namespace tandem

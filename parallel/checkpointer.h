@@ -32,6 +32,13 @@ namespace tandem {
 inline constexpr char kCheckpointFileName[] = "checkpoint.tnd";
 std::string CheckpointPath(const std::string& dir);
 
+// Creates `dir` and its missing parents, and checks that a file can be
+// created there (by creating and removing one). "" when it can; otherwise
+// what failed ("cannot create checkpoint directory /ckpt: /ckpt: Permission
+// denied"). Not collective: a run calls it before training, so that a
+// directory it cannot write is found then, not when the run ends.
+std::string PrepareCheckpointDir(const std::string& dir);
+
 // Collective: every rank must call it, with the same `dir`. Rank 0 creates
 // `dir` (and its parents) if needed and writes CheckpointPath(dir)
 // atomically (WriteCheckpoint); then every rank waits for every other, so
@@ -43,9 +50,11 @@ void SaveCheckpoint(Communicator& comm, const std::string& dir,
                     const CheckpointState& state);
 
 // Reads CheckpointPath(dir). std::nullopt when `dir` or the file does not
-// exist (a fresh run); a file that exists but is malformed throws, naming
-// it, rather than silently starting over. A stale checkpoint.tnd.tmp from
-// an interrupted save is ignored.
+// exist (a fresh run); a file that exists but is malformed, a FIFO or a
+// symbolic link to nothing throws, naming it, rather than silently starting
+// over. A partial temporary file of an interrupted save is ignored; a
+// complete one later than the checkpoint throws, saying how to use it (Note
+// [A complete temporary checkpoint] in checkpointer.cc).
 std::optional<CheckpointState> LoadLatestCheckpoint(const std::string& dir);
 
 }  // namespace tandem

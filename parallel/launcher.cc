@@ -204,6 +204,18 @@ void LaunchThreads(int workers, Device device, const LaunchOptions& options,
   JoinWorkers(launch, threads, options);
 }
 
+}  // namespace
+
+int LauncherWorldRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    const char* rank = std::getenv(name);
+    if (rank != nullptr) return std::atoi(rank);
+  }
+  return 0;
+}
+
+namespace {
+
 // Open MPI, MPICH/Hydra and PMIx launchers (including Slurm's) each set one.
 bool StartedByMpiLauncher() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {

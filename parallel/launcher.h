@@ -113,6 +113,10 @@ struct Worker {
   }
 };
 
+// This process's rank as an MPI launcher (mpirun, srun) set it in the
+// environment before MPI starts; 0 when no launcher started it.
+int LauncherWorldRank();
+
 // Validates `options` (throwing tandem::Error that names the flag), then runs
 // fn once per worker and returns when all have returned. See the failure
 // rules above.

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -11,6 +13,7 @@
 
 #include "core/backend_registry.h"
 #include "parallel/checkpointer.h"
+#include "parallel/launcher.h"
 
 namespace tandem {
 
@@ -31,26 +34,53 @@ bool OneOf(const std::string& value, std::initializer_list<const char*> choices)
   return false;
 }
 
-void CheckRanges(const TrainConfig& c) {
-  if (c.epochs < 1) Fail("--epochs must be at least 1, got ", c.epochs);
-  if (c.batch_size < 1) Fail("--batch_size must be at least 1, got ", c.batch_size);
-  if (!(c.bucket_mb > 0)) Fail("--bucket_mb must be positive, got ", c.bucket_mb);
-  if (c.steps < 0) Fail("--steps must not be negative, got ", c.steps);
-  if (c.accumulate < 1) Fail("--accumulate must be at least 1, got ", c.accumulate);
-  if (c.warmup_steps < 0) Fail("--warmup must not be negative, got ", c.warmup_steps);
-  if (!(c.clip_grad_norm >= 0)) {
-    Fail("--clip_grad_norm must be a non-negative number (0: off), got ", c.clip_grad_norm);
+// The flags' upper limits: past them a run cannot be what was meant (a
+// batch or bucket larger than any memory, threads by the hundred thousand,
+// a timeout of centuries) and would fail late, or overflow on the way.
+constexpr int64_t kMaxCount = 1'000'000'000;   // epochs, steps and step intervals
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr double kMaxBucketMb = 4096;
+constexpr int64_t kMaxTraceSteps = 1000;
+constexpr int kMaxThreads = 1024;               // --workers, --cpu_threads
+constexpr int kMaxGradientLanes = 64;
+constexpr double kMaxTimeoutS = 7 * 24 * 3600;  // a week
+
+// Throws unless lo <= value <= hi, naming the flag and its range.
+template <typename T>
+void CheckIn(const char* flag, T value, T lo, T hi) {
+  if (!(value >= lo && value <= hi)) Fail(flag, " must be in [", lo, ", ", hi, "], got ", value);
+}
+
+// Throws unless 0 < value <= hi (NaN and infinities fail too).
+void CheckPositive(const char* flag, double value, double hi, const char* unit = "") {
+  if (!(value > 0 && value <= hi)) {
+    Fail(flag, " must be a positive number", unit, " up to ", hi, ", got ", value);
   }
-  if (c.eval_every < 0) Fail("--eval_every must not be negative, got ", c.eval_every);
-  if (c.max_steps < 0) Fail("--max_steps must not be negative, got ", c.max_steps);
-  if (c.trace_steps < 1) Fail("--trace_steps must be at least 1, got ", c.trace_steps);
-  if (c.log_every < 0) Fail("--log_every must not be negative, got ", c.log_every);
+}
+
+// Throws unless value is finite and not negative.
+void CheckNonNegative(const char* flag, double value, const char* meaning = "") {
+  if (!(std::isfinite(value) && value >= 0)) {
+    Fail(flag, " must be a non-negative number", meaning, ", got ", value);
+  }
+}
+
+void CheckRanges(const TrainConfig& c) {
+  CheckIn<int64_t>("--epochs", c.epochs, 1, kMaxCount);
+  CheckIn<int64_t>("--batch_size", c.batch_size, 1, kMaxBatch);
+  CheckPositive("--bucket_mb", c.bucket_mb, kMaxBucketMb);
+  CheckIn<int64_t>("--steps", c.steps, 0, kMaxCount);
+  CheckIn<int64_t>("--accumulate", c.accumulate, 1, kMaxBatch);
+  CheckIn<int64_t>("--warmup", c.warmup_steps, 0, kMaxCount);
+  CheckNonNegative("--clip_grad_norm", c.clip_grad_norm, " (0: off)");
+  CheckIn<int64_t>("--eval_every", c.eval_every, 0, kMaxCount);
+  CheckIn<int64_t>("--max_steps", c.max_steps, 0, kMaxCount);
+  CheckIn<int64_t>("--trace_steps", c.trace_steps, 1, kMaxTraceSteps);
+  CheckIn<int64_t>("--log_every", c.log_every, 0, kMaxCount);
   if (c.log_every > 0 && c.metrics_path.empty()) {
     Fail("--log_every writes its rows to the --metrics file: give --metrics=FILE too");
   }
-  if (c.checkpoint_every < 0) {
-    Fail("--checkpoint_every must not be negative, got ", c.checkpoint_every);
-  }
+  CheckIn<int64_t>("--checkpoint_every", c.checkpoint_every, 0, kMaxCount);
   if (c.resume && c.checkpoint_dir.empty()) Fail("--resume needs --checkpoint_dir");
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) {
     Fail("--checkpoint_every needs --checkpoint_dir");
@@ -65,7 +95,8 @@ void CheckChoices(const TrainConfig& c) {
   if (!OneOf(o.name, {"sgd", "adamw"})) {
     Fail("unknown optimizer '", o.name, "' (--optimizer): use sgd or adamw");
   }
-  if (!(std::isfinite(o.lr) && o.lr >= 0)) Fail("--lr must be a non-negative number, got ", o.lr);
+  CheckNonNegative("--lr", o.lr);
+  CheckNonNegative("--weight_decay", o.weight_decay);
   if (o.name == "sgd" && !(o.momentum >= 0 && o.momentum < 1)) {
     Fail("--momentum must be in [0, 1), got ", o.momentum);
   }
@@ -109,7 +140,7 @@ void CheckLaunch(const TrainConfig& c) {
          "the number of workers is mpirun's -np");
   }
   const int workers = c.launch.workers.value_or(1);
-  if (workers < 1) Fail("--workers must be at least 1, got ", workers);
+  CheckIn("--workers", workers, 1, kMaxThreads);
   if (c.batch_size < workers) {
     Fail("--batch_size=", c.batch_size, " is smaller than --workers=", workers,
          ": every worker needs at least one example");
@@ -118,16 +149,10 @@ void CheckLaunch(const TrainConfig& c) {
     Fail("--batch_size=", c.batch_size, " cannot give each of ", workers, " worker(s) ",
          c.accumulate, " micro-batches (--accumulate): every micro-batch needs an example");
   }
-  if (!(c.launch.collective_timeout_s > 0)) {
-    Fail("--collective_timeout must be a positive number of seconds, got ",
-         c.launch.collective_timeout_s);
-  }
-  if (c.launch.cpu_threads < 0) {
-    Fail("--cpu_threads must be 0 (cores / workers) or more, got ", c.launch.cpu_threads);
-  }
-  if (c.launch.gradient_lanes < 1) {
-    Fail("--gradient_lanes must be at least 1, got ", c.launch.gradient_lanes);
-  }
+  CheckPositive("--collective_timeout", c.launch.collective_timeout_s, kMaxTimeoutS,
+                " of seconds");
+  CheckIn("--cpu_threads", c.launch.cpu_threads, 0, kMaxThreads);  // 0: cores / workers
+  CheckIn("--gradient_lanes", c.launch.gradient_lanes, 1, kMaxGradientLanes);
   CheckDevice(c.launch.device, mpi ? 0 : workers);
 }
 
@@ -138,9 +163,32 @@ bool IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
 }
 
+std::string ReadableFileProblem(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    struct stat link;
+    const int error = errno;
+    if (error == ENOENT && ::lstat(path.c_str(), &link) == 0) {
+      return "is a symbolic link to a file that does not exist";
+    }
+    if (error == ENOENT) return "does not exist";
+    return std::string("cannot be read (") + std::strerror(error) + ")";
+  }
+  if (S_ISDIR(info.st_mode)) return "is a directory";
+  if (!S_ISREG(info.st_mode)) return "is not a regular file (a FIFO, socket or device)";
+  if (::access(path.c_str(), R_OK) != 0) {
+    return std::string("cannot be read (") + std::strerror(errno) + ")";
+  }
+  return "";
+}
+
 void CheckOutputFile(const char* flag, const std::string& path) {
   if (path.empty()) return;
   if (IsDirectory(path)) Fail(flag, "=", path, " is a directory: give a file name");
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    Fail(flag, "=", path, " is not a regular file (a FIFO, socket or device): give a file name");
+  }
   const size_t slash = path.find_last_of('/');
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
@@ -151,6 +199,7 @@ void CheckOutputFile(const char* flag, const std::string& path) {
     Fail(flag, "=", path, ": directory ", dir, " is not writable");
   }
 }
+
 
 void CheckConfig(const TrainConfig& config) {
   CheckRanges(config);
@@ -164,6 +213,23 @@ void CheckConfig(const TrainConfig& config) {
   if (!config.checkpoint_dir.empty() && ::stat(config.checkpoint_dir.c_str(), &info) == 0 &&
       !S_ISDIR(info.st_mode)) {
     Fail("--checkpoint_dir=", config.checkpoint_dir, " is a file, not a directory");
+  }
+}
+
+std::optional<DirectoryLock> PrepareAndLockCheckpointDir(const TrainConfig& config) {
+  const std::string& dir = config.checkpoint_dir;
+  if (dir.empty()) return std::nullopt;
+  // Under mpirun only rank 0 writes checkpoints; the others may see the
+  // directory read-only (another host's mount).
+  if (config.launch.mode == LaunchMode::kMpi && LauncherWorldRank() != 0) return std::nullopt;
+  const std::string problem = PrepareCheckpointDir(dir);
+  if (!problem.empty()) {
+    Fail("--checkpoint_dir=", dir, ": ", problem, "; choose a directory you can write to");
+  }
+  try {
+    return std::optional<DirectoryLock>(std::in_place, dir);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
 }
 
@@ -196,6 +262,17 @@ void CheckRunKey(const CheckpointState& state, const std::vector<uint64_t>& key,
 
 void CheckResumable(const TrainConfig& config, int64_t train_examples) {
   if (!config.resume) return;
+  // Something in the checkpoint's place that is not a file to read (a FIFO,
+  // a link to nothing): the user's setup, so a usage error like a missing
+  // data set, before the reader refuses it.
+  const std::string path = CheckpointPath(config.checkpoint_dir);
+  struct stat info;
+  if (::lstat(path.c_str(), &info) == 0) {
+    const std::string problem = ReadableFileProblem(path);
+    if (!problem.empty()) {
+      Fail(path, " ", problem, ": remove it, or put there the checkpoint to resume from");
+    }
+  }
   const std::optional<CheckpointState> state = LoadLatestCheckpoint(config.checkpoint_dir);
   if (state) CheckRunKey(*state, RunKey(config, train_examples), config);
 }

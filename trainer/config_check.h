@@ -10,10 +10,12 @@
 #define TANDEM_TRAINER_CONFIG_CHECK_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/checkpoint.h"
+#include "io/directory_lock.h"
 #include "trainer/train_config.h"
 
 namespace tandem {
@@ -21,12 +23,27 @@ namespace tandem {
 // Throws UsageError for the first problem found.
 void CheckConfig(const TrainConfig& config);
 
+// In the process that writes checkpoints (threads mode, or rank 0 under
+// mpirun): creates --checkpoint_dir, checks that it can be written now,
+// not when the run ends, and locks it for this run (io/directory_lock.h),
+// returning the lock to hold until the run ends. Nothing without a
+// checkpoint directory or in the other ranks. Throws UsageError naming
+// the flag, or the run that holds the directory.
+std::optional<DirectoryLock> PrepareAndLockCheckpointDir(const TrainConfig& config);
+
 // A file written during or at the end of the run (named by `flag`): its
 // directory must exist and be writable now, not after hours of training.
 // Nothing for an empty path.
 void CheckOutputFile(const char* flag, const std::string& path);
 
 bool IsDirectory(const std::string& path);
+
+// "" when `path` is a regular file this process can read; otherwise what is
+// wrong, to follow the path in a message: "does not exist", "is a
+// directory", "is not a regular file (a FIFO, socket or device)", "is a
+// symbolic link to a file that does not exist", "cannot be read (...)".
+// Looks without opening: opening a FIFO would block.
+std::string ReadableFileProblem(const std::string& path);
 
 // What a checkpoint must match to be resumed by a configuration: the data
 // order and the meaning of its position depend on them. Saved under

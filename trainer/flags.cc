@@ -62,6 +62,17 @@ CLI::Validator DeviceValidator() {
       "{cpu,cuda,cuda:N,auto}");
 }
 
+// An unsigned flag (--seed): digits only. CLI11 alone would read "-1" into
+// an unsigned as 2^64 - 1.
+CLI::Validator WholeNumberValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) return "";
+        return text + " is not a whole number from 0 up";
+      },
+      "");
+}
+
 void AddPrecisionFlag(CLI::App& app, TrainerCommandLine::Raw& raw) {
   app.option_defaults()->group("Model");
   app.add_option("--precision", raw.precision,
@@ -89,7 +100,8 @@ void AddOptimisationFlags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)");
   app.add_option("--weight_decay", c.optimizer.weight_decay,
                  "L2 (SGD) or decoupled (AdamW) weight decay");
-  app.add_option("--seed", c.seed, "seed for initialisation, shuffling and dropout");
+  app.add_option("--seed", c.seed, "seed for initialisation, shuffling and dropout")
+      ->check(WholeNumberValidator());
   app.add_option("--max_steps", c.max_steps,
                  "stop after N steps in all, a resumed run's earlier ones included (0: none)");
 }

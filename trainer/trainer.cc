@@ -32,6 +32,7 @@ void CheckTask(const TrainTask& task) {
 TrainResult Train(const TrainTask& task, const TrainConfig& config, std::ostream& log) {
   CheckTask(task);
   CheckConfig(config);
+  const std::optional<DirectoryLock> lock = PrepareAndLockCheckpointDir(config);
   CheckResumable(config, task.train->size());
   trainer_internal::SharedResult shared;
   const auto start = std::chrono::steady_clock::now();

@@ -22,18 +22,22 @@ std::optional<int> ParseCharLmFlags(int argc, const char* const* argv, CharLmCon
   app.option_defaults()->group("Data");
   app.add_option("--words", config.words_path, "word list, UTF-8, one word per line");
   app.option_defaults()->group("Model");
-  const auto positive = CLI::PositiveNumber;
+  // Ranges past which a model cannot be what was meant: each out of range is
+  // a usage error (exit 2) before anything is allocated.
   ModelConfig& m = config.model;
-  app.add_option("--context", m.context, "previous characters the model sees")->check(positive);
-  app.add_option("--embed", m.embed, "embedding features per character")->check(positive);
-  app.add_option("--hidden", m.hidden, "width of the residual MLP blocks")->check(positive);
-  app.add_option("--blocks", m.blocks, "residual blocks")->check(CLI::NonNegativeNumber);
+  app.add_option("--context", m.context, "previous characters the model sees")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--embed", m.embed, "embedding features per character")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--hidden", m.hidden, "width of the residual MLP blocks")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--blocks", m.blocks, "residual blocks")->check(CLI::Range(0, 1000));
   std::string activation = "gelu";
   app.add_option("--activation", activation, "inside each block")
       ->check(CLI::IsMember({"relu", "gelu", "tanh"}));
   app.option_defaults()->group("Output");
   app.add_option("--samples", config.samples, "words sampled at the end")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 10000));
   return cli.Parse(argc, argv, out, err, [&] {
     m.activation = ParseActivation(activation);
     // --epochs alone means passes over the words rather than the default --steps.

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "data/dataset.h"
 #include "examples/char_lm/sample.h"
+#include "trainer/config_check.h"  // ReadableFileProblem
 #include "trainer/trainer.h"
 
 namespace tandem {
@@ -38,6 +39,17 @@ data::TensorDataset AsDataset(Windows windows, int64_t vocab, const std::string&
 }
 
 Corpus LoadCorpus(const CharLmConfig& config) {
+  CheckConfig(config);  // every flag before the words load (Train checks again)
+  // A word list that is not there, or not a file, is the user's setup: a
+  // usage error (exit 2), as a missing data set is. Looked at, not opened
+  // (a FIFO would block the open); one that is there but damaged fails the
+  // run (exit 1).
+  const std::string problem = ReadableFileProblem(config.words_path);
+  if (!problem.empty()) {
+    throw UsageError("the word list " + config.words_path + " " + problem +
+                     ": install Debian's wamerican (tools/install_deps.sh does), or pass "
+                     "--words=FILE with one word per line");
+  }
   const std::vector<std::u32string> words = LoadWords(config.words_path);
   Corpus c;
   c.vocab = Vocabulary::FromWords(words);

@@ -1,27 +1,30 @@
 #include "examples/fashion_mnist/train.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "core/rng.h"
 #include "data/normalize.h"
 #include "layers/mlp.h"
-#include "trainer/config_check.h"  // IsDirectory
+#include "trainer/config_check.h"  // IsDirectory, ReadableFileProblem
 #include "trainer/trainer.h"
 
 namespace tandem {
 
 std::vector<int64_t> ParseSizes(const std::string& text) {
   std::vector<int64_t> sizes;
-  std::stringstream in(text);
+  if (text.empty()) return sizes;  // no hidden layer: a linear model
+  std::stringstream in(text + ",");  // so a trailing comma leaves an empty item
   std::string item;
   while (std::getline(in, item, ',')) {
-    if (item.empty()) continue;
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (*end != '\0' || v <= 0) {
-      throw UsageError("--hidden must be positive sizes separated by commas (e.g. 512,256), got '" +
-                       text + "'");
+    if (item.empty() || *end != '\0' || errno == ERANGE || v < 1 || v > kMaxHiddenSize) {
+      throw UsageError("--hidden must be sizes from 1 to " + std::to_string(kMaxHiddenSize) +
+                       " separated by commas (e.g. 512,256; \"\" for none), got '" + text + "'");
     }
     sizes.push_back(v);
   }
@@ -37,30 +40,40 @@ void CheckModelAndData(const FashionMnistConfig& c) {
     Fail("--dropout must be in [0, 1), got " + std::to_string(c.dropout));
   }
   for (const int64_t size : c.hidden) {
-    if (size < 1) Fail("--hidden sizes must be positive, got " + std::to_string(size));
+    if (size < 1 || size > kMaxHiddenSize) {
+      Fail("--hidden sizes must be from 1 to " + std::to_string(kMaxHiddenSize) + ", got " +
+           std::to_string(size));
+    }
   }
   if (c.activation != "relu" && c.activation != "gelu" && c.activation != "tanh" &&
       c.activation != "identity") {
     Fail("--activation=" + c.activation + " is not an activation: use relu, gelu, tanh or identity");
   }
-  if (c.max_train == 0) Fail("--max_train must be at least 1 (or -1 for all), got 0");
-  if (c.max_test == 0) Fail("--max_test must be at least 1 (or -1 for all), got 0");
+  if (c.max_train == 0 || c.max_train < -1) {
+    Fail("--max_train must be -1 (all) or at least 1, got " + std::to_string(c.max_train));
+  }
+  if (c.max_test == 0 || c.max_test < -1) {
+    Fail("--max_test must be -1 (all) or at least 1, got " + std::to_string(c.max_test));
+  }
   const std::string hint =
       ": install the data set (`sudo apt-get install dataset-fashion-mnist` on Debian) "
       "or point --data_dir at the directory holding the four Fashion-MNIST .gz files";
   if (!IsDirectory(c.data_dir)) Fail("--data_dir=" + c.data_dir + " is not a directory" + hint);
   for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                            "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
-    if (!std::ifstream(c.data_dir + "/" + name).good()) {
-      Fail("--data_dir=" + c.data_dir + " has no readable " + name + hint);
-    }
+    // Looked at, not opened: opening a FIFO would block.
+    const std::string path = c.data_dir + "/" + name;
+    const std::string problem = ReadableFileProblem(path);
+    if (!problem.empty()) Fail("--data_dir=" + c.data_dir + ": " + path + " " + problem + hint);
   }
 }
 
 }  // namespace
 
 TrainResult TrainFashionMnist(const FashionMnistConfig& config, std::ostream& log) {
-  CheckModelAndData(config);  // before loading; Train checks its own flags
+  // Every flag before the data loads (Train checks its own again).
+  CheckModelAndData(config);
+  CheckConfig(config);
   data::TensorDataset train = data::LoadFashionMnist(config.data_dir, true, config.max_train);
   data::TensorDataset test = data::LoadFashionMnist(config.data_dir, false, config.max_test);
   // Statistics of the training set only, applied to both.

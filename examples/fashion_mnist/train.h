@@ -33,8 +33,12 @@ struct FashionMnistConfig : TrainConfig {
 // loads and normalises the data, and trains (trainer/trainer.h says how).
 TrainResult TrainFashionMnist(const FashionMnistConfig& config, std::ostream& log);
 
+// The largest --hidden size: a layer of 65536 units already holds 4 GiB of
+// float32 weights beside another such layer.
+inline constexpr int64_t kMaxHiddenSize = 65536;
+
 // Parses "512,256" (the --hidden flag); "" means no hidden layer. Throws
-// UsageError for anything else.
+// UsageError for anything else (an empty item, a size out of range).
 std::vector<int64_t> ParseSizes(const std::string& text);
 
 }  // namespace tandem

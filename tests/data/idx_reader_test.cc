@@ -4,6 +4,7 @@
 #include "data/idx_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -131,6 +132,13 @@ TEST(IdxReaderTest, MissingFile) {
 TEST(IdxReaderTest, DirectoryIsNotAFile) {
   const std::string path = ::testing::TempDir();
   ExpectError([&] { ReadIdx(path); }, {path, "is a directory"});
+}
+
+// A FIFO is refused before any open, which would wait for a writer.
+TEST(IdxReaderTest, FifoIsNotAFile) {
+  const std::string path = TempPath("fifo.gz");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  ExpectError([&] { ReadIdx(path); }, {path, "not a regular file"});
 }
 
 TEST(IdxReaderTest, WrongMagic) {

@@ -42,11 +42,20 @@ awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }'
   || fail "1 worker: $one, 2 workers: $two"
 echo "ok: 1 and 2 workers reach $one and $two"
 
-out=$("$bin" "${tiny[@]}" --words="$dir/none.txt" 2>&1) && fail "a missing word list succeeded"
-grep -q "$dir/none.txt.*install Debian's wamerican (tools/install_deps.sh does)" <<<"$out" \
-  || fail "missing word list: $out"
+out=$("$bin" "${tiny[@]}" --words="$dir/none.txt" 2>&1); rc=$?
+[ $rc = 2 ] || fail "a missing word list exited $rc, not 2 (a usage error): $out"
+grep -q "$dir/none.txt does not exist: install Debian's wamerican (tools/install_deps.sh does)" \
+  <<<"$out" || fail "missing word list: $out"
 echo "ok: missing word list -> $out"
 
 "$bin" --steps=-1 >/dev/null 2>&1; [ $? = 2 ] || fail "--steps=-1 is not a usage error"
+# The model's sizes have ranges: out of one, exit 2 naming the flag, before
+# anything is allocated.
+for bad in --context=0 --context=5000 --hidden=100000000 --embed=0 --blocks=-1 --samples=-1; do
+  err=$("$bin" "$bad" 2>&1); rc=$?
+  [ $rc = 2 ] || fail "$bad exited $rc, not 2: $err"
+  grep -q -- "${bad%%=*}: Value .* not in range" <<<"$err" || fail "$bad: $err"
+done
+echo "ok: model sizes out of range are usage errors"
 "$bin" --help | grep -q -- "--words" || fail "--help lacks --words"
 echo PASS

@@ -137,8 +137,8 @@ expect_usage_error() {  # text args...
   echo "ok: $* -> $(head -n 1 <<<"$err")"
 }
 expect_usage_error "--mode: bogus not in {threads,mpi}" --mode=bogus
-expect_usage_error "--workers must be at least 1, got 0" --workers=0
-expect_usage_error "--epochs must be at least 1, got 0" --epochs=0
+expect_usage_error "--workers must be in [1, 1024], got 0" --workers=0
+expect_usage_error "--epochs must be in [1, 1000000000], got 0" --epochs=0
 expect_usage_error "--lr must be a non-negative number" --lr=-1 --epochs=1 --max_train=100 --max_test=100
 expect_usage_error "--optimizer: adagrad not in {sgd,adamw}" --optimizer=adagrad
 expect_usage_error "--activation: swish not in" --activation=swish
@@ -148,11 +148,68 @@ expect_usage_error "--mode=mpi needs the program started by mpirun" --mode=mpi -
 OMPI_COMM_WORLD_SIZE=2 expect_usage_error "--workers cannot be used with --mode=mpi" --workers=2
 expect_usage_error "not expected: --no_such_flag" --no_such_flag
 expect_usage_error "--log_every writes its rows to the --metrics file" --log_every=5
-expect_usage_error "--log_every must not be negative, got -1" --log_every=-1 --metrics="$dir/n.jsonl"
+expect_usage_error "--log_every must be in [0, 1000000000], got -1" --log_every=-1 --metrics="$dir/n.jsonl"
 expect_usage_error "--hidden" --hidden=12,x
+# Every numeric flag has a range; out of it, a one-line usage error (exit
+# 2) before anything large is allocated or started.
+expect_usage_error "--cpu_threads must be in [0, 1024], got 100000" --cpu_threads=100000
+expect_usage_error "--bucket_mb must be a positive number up to 4096, got 1e+30" --bucket_mb=1e30
+expect_usage_error "--collective_timeout must be a positive number of seconds up to 604800, got 1e+30" \
+  --collective_timeout=1e30
+expect_usage_error "--batch_size must be in [1, 16777216], got 9223372036854775807" \
+  --batch_size=9223372036854775807
+expect_usage_error "--hidden must be sizes from 1 to 65536" --hidden=100000000
+expect_usage_error "--hidden must be sizes from 1 to 65536" --hidden=512,,256
+expect_usage_error "--hidden must be sizes from 1 to 65536" --hidden=,
+expect_usage_error "--max_train must be -1 (all) or at least 1, got -5" --max_train=-5
+expect_usage_error "--weight_decay must be a non-negative number, got -1" --weight_decay=-1
+expect_usage_error "--seed: -1 is not a whole number from 0 up" --seed=-1
 expect_usage_error "--metrics=/nonexistent/dir/m.jsonl: directory /nonexistent/dir does not exist" \
   --metrics=/nonexistent/dir/m.jsonl
 expect_usage_error "--data_dir=/nonexistent is not a directory" --data_dir=/nonexistent
+# A checkpoint directory that cannot be written fails before training, also
+# as root (nothing can be created under /proc).
+expect_usage_error "--checkpoint_dir=/proc/tandem_ckpt: cannot create checkpoint directory" \
+  --checkpoint_dir=/proc/tandem_ckpt --epochs=1 --max_train=100 --max_test=100
+"$bin" --checkpoint_dir=/proc/tandem_ckpt --epochs=1 --max_train=100 --max_test=100 2>&1 |
+  grep -q "^epoch " && fail "trained before finding the checkpoint directory unwritable"
+# A FIFO where a data file should be: a usage error at once, not a blocked open.
+mkdir -p "$dir/fifo_data"
+touch "$dir"/fifo_data/{train-images-idx3,train-labels-idx1,t10k-images-idx3}-ubyte.gz
+mkfifo "$dir/fifo_data/t10k-labels-idx1-ubyte.gz"
+err=$(timeout 20 "$bin" --data_dir="$dir/fifo_data" --epochs=1 2>&1); rc=$?
+[ $rc = 2 ] || fail "a FIFO data file: exit $rc, not 2: $err"
+grep -qF "t10k-labels-idx1-ubyte.gz is not a regular file" <<<"$err" || fail "a FIFO data file: $err"
+echo "ok: a FIFO data file is a usage error"
+# A FIFO, or a link to nothing, in the checkpoint's place on --resume: a
+# usage error at once, and nothing replaced.
+mkdir -p "$dir/ck_fifo" "$dir/ck_link"
+mkfifo "$dir/ck_fifo/checkpoint.tnd"
+ln -s "$dir/ck_link/gone.tnd" "$dir/ck_link/checkpoint.tnd"
+expect_usage_error "$dir/ck_fifo/checkpoint.tnd is not a regular file (a FIFO, socket or device): remove it" \
+  --checkpoint_dir="$dir/ck_fifo" --resume --epochs=1 --max_train=100 --max_test=100
+expect_usage_error "$dir/ck_link/checkpoint.tnd is a symbolic link to a file that does not exist" \
+  --checkpoint_dir="$dir/ck_link" --resume --epochs=1 --max_train=100 --max_test=100
+[ -p "$dir/ck_fifo/checkpoint.tnd" ] && [ -L "$dir/ck_link/checkpoint.tnd" ] \
+  || fail "the FIFO or the link was replaced"
+
+# Two runs on one checkpoint directory: the second stops at once (exit 2),
+# naming the first, which is held still meanwhile (SIGSTOP), then stopped
+# by SIGTERM as a preemption would (it saves and exits 75).
+"$bin" --checkpoint_dir="$dir/shared" --epochs=100000 --max_train=500 --max_test=100 \
+  --hidden=8 --quiet >"$dir/first.txt" 2>&1 &
+first=$!
+for _ in $(seq 300); do
+  grep -q "^pid $first on host " "$dir/shared/.tandem.lock" 2>/dev/null && break
+  sleep 0.1
+done
+kill -STOP $first || fail "the first run ended early: $(cat "$dir/first.txt")"
+expect_usage_error "$dir/shared is in use by another run (pid $first on host " \
+  --checkpoint_dir="$dir/shared" --epochs=1 --max_train=100 --max_test=100
+kill -CONT $first && kill -TERM $first
+wait $first; rc=$?
+[ $rc = 75 ] || fail "the first run exited $rc, not 75, on SIGTERM: $(cat "$dir/first.txt")"
+echo "ok: a second run on a checkpoint directory in use is refused"
 # A checkpoint of another run, resumed by one worker: no "worker 0 failed:".
 expect_usage_error "$dir/ck/checkpoint.tnd was saved by another run (--batch_size: 50 there, 60 here)" \
   "${run[@]}" --resume --batch_size=60

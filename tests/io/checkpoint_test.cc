@@ -27,6 +27,7 @@
 #include "core/check.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "io/atomic_file.h"
 #include "layers/dropout.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
@@ -100,7 +101,7 @@ TEST(CheckpointFileTest, RoundTripIsBitwise) {
   const CheckpointState state = SmallState();
   const std::string path = TempPath("roundtrip.tnd");
   WriteCheckpoint(path, state);
-  EXPECT_FALSE(Exists(path + ".tmp")) << "the temporary file must be renamed";
+  EXPECT_FALSE(Exists(TemporaryPathFor(path))) << "the temporary file must be renamed";
   const CheckpointState back = ReadCheckpoint(path);
   EXPECT_TRUE(back == state);
   // The NaN payload survives (operator== compares bits; check explicitly too).
@@ -170,7 +171,7 @@ TEST(CheckpointFileTest, WriterRefusesStatesTheReaderWouldReject) {
   EXPECT_NE(ErrorOf([&] { WriteCheckpoint(path, s); }).find("must be >= 0"),
             std::string::npos);
   EXPECT_FALSE(Exists(path));
-  EXPECT_FALSE(Exists(path + ".tmp"));
+  EXPECT_FALSE(Exists(TemporaryPathFor(path)));
 }
 
 TEST(CheckpointFileTest, WriteIntoMissingDirectoryNamesThePath) {
@@ -365,13 +366,13 @@ TEST(CheckpointAtomicityTest, StaleTemporaryFileIsHarmless) {
   WriteCheckpoint(path, old_state);
   // What a save killed half-way leaves behind.
   const std::string full = internal::EncodeCheckpoint(old_state);
-  WriteBytes(path + ".tmp", full.substr(0, full.size() / 2));
+  WriteBytes(TemporaryPathFor(path), full.substr(0, full.size() / 2));
   EXPECT_TRUE(ReadCheckpoint(path) == old_state);
   CheckpointState new_state = old_state;
   new_state.step += 1;
   WriteCheckpoint(path, new_state);
   EXPECT_TRUE(ReadCheckpoint(path) == new_state);
-  EXPECT_FALSE(Exists(path + ".tmp"));
+  EXPECT_FALSE(Exists(TemporaryPathFor(path)));
 }
 
 off_t FileSize(const std::string& path) {
@@ -393,8 +394,6 @@ TEST(CheckpointAtomicityTest, KillDuringSaveLeavesThePreviousCheckpoint) {
   one.tensors[0] = {"big", {1}, {0.5f}};
   const off_t big_bytes = static_cast<off_t>(
       internal::EncodeCheckpoint(one).size() + 4 * ((16 << 20) - 1));
-  ::unlink((path + ".tmp").c_str());
-
   const pid_t child = ::fork();
   ASSERT_GE(child, 0) << std::strerror(errno);
   if (child == 0) {
@@ -412,7 +411,7 @@ TEST(CheckpointAtomicityTest, KillDuringSaveLeavesThePreviousCheckpoint) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   off_t seen = -1;
   while (std::chrono::steady_clock::now() < deadline) {
-    seen = FileSize(path + ".tmp");
+    seen = FileSize(TemporaryPathFor(path, child));
     if (seen >= kill_after) break;
     std::this_thread::yield();
   }
@@ -423,16 +422,16 @@ TEST(CheckpointAtomicityTest, KillDuringSaveLeavesThePreviousCheckpoint) {
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
       << "the child finished the save before it could be killed (status "
       << status << "); the kill did not land mid-save";
-  const off_t partial = FileSize(path + ".tmp");
+  const off_t partial = FileSize(TemporaryPathFor(path, child));
   // Usually partial; complete if the kill landed in the fsync before the
   // rename. Either way `path` must still be the old checkpoint.
   EXPECT_GE(partial, kill_after);
   EXPECT_LE(partial, big_bytes);
   std::cout << "killed the writer with " << partial << " of " << big_bytes
-            << " bytes written to " << path << ".tmp\n";
+            << " bytes written to " << TemporaryPathFor(path, child) << "\n";
   // The previous checkpoint is intact; the partial .tmp is not a checkpoint.
   EXPECT_TRUE(ReadCheckpoint(path) == old_state);
-  EXPECT_NE(ErrorOf([&] { ReadCheckpoint(path + ".tmp"); }).find("truncated"),
+  EXPECT_NE(ErrorOf([&] { ReadCheckpoint(TemporaryPathFor(path, child)); }).find("truncated"),
             std::string::npos);
   // And the next save succeeds over the leftovers.
   WriteCheckpoint(path, big);

@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "io/atomic_file.h"
 #include "layers/mlp.h"
 #include "tests/support/device_test.h"
 
@@ -116,7 +117,7 @@ TEST(SafetensorsFileTest, LayoutIsTheSpecificationsByteForByte) {
   WriteSafetensors(path, tensors, metadata);
   EXPECT_EQ(ReadBytes(path), expected);
   struct stat info;
-  EXPECT_NE(::stat((path + ".tmp").c_str(), &info), 0) << "the .tmp file must be renamed";
+  EXPECT_NE(::stat(TemporaryPathFor(path).c_str(), &info), 0) << "the .tmp file must be renamed";
   const SafetensorsFile back = ReadSafetensors(path);
   EXPECT_EQ(back.tensors, tensors);
   EXPECT_EQ(back.metadata, metadata);
@@ -207,6 +208,11 @@ TEST(SafetensorsReadTest, MissingFileAndDirectory) {
                   "/nonexistent.safetensors: cannot open safetensors file");
   EXPECT_CONTAINS(ErrorOf([] { ReadSafetensors(::testing::TempDir()); }),
                   ": is a directory, expected a safetensors file");
+  // A FIFO is refused at once; a plain open would wait for a writer.
+  const std::string fifo = ::testing::TempDir() + "/fifo.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_CONTAINS(ErrorOf([&] { ReadSafetensors(fifo); }),
+                  fifo + ": not a regular file, expected a safetensors file");
 }
 
 TEST(SafetensorsReadTest, HeaderLengthIsCheckedAgainstTheFileSize) {

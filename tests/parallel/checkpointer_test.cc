@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <exception>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "io/atomic_file.h"
 #include "parallel/thread_communicator.h"
 
 namespace tandem {
@@ -163,9 +165,75 @@ TEST(CheckpointerTest, LoadLatestFindsNothingInAFreshDirectory) {
   const std::string empty = TempPath("empty_dir");
   ASSERT_EQ(::mkdir(empty.c_str(), 0755), 0);
   EXPECT_FALSE(LoadLatestCheckpoint(empty).has_value());
-  // A save that was killed before its rename leaves only the .tmp file.
-  std::ofstream(empty + "/checkpoint.tnd.tmp") << "TANDEMCK partial";
+  // A save killed while writing leaves only a partial temporary file.
+  std::ofstream(TemporaryPathFor(empty + "/checkpoint.tnd", 4242)) << "TANDEMCK partial";
   EXPECT_FALSE(LoadLatestCheckpoint(empty).has_value());
+}
+
+std::string LoadError(const std::string& dir) {
+  try {
+    LoadLatestCheckpoint(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// A save killed between its fsync and its rename leaves a complete
+// checkpoint under its temporary name: reported with what to do, never
+// silently passed over for an older checkpoint or a fresh start.
+TEST(CheckpointerTest, ACompleteTemporaryLaterThanTheCheckpointIsReported) {
+  const std::string dir = TempPath("complete_tmp");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  const std::string path = dir + "/checkpoint.tnd";
+  const std::string tmp = TemporaryPathFor(path, 4242);
+  WriteCheckpoint(dir + "/staging.tnd", StateOf(0, 5));  // as the killed save left it
+  ASSERT_EQ(::rename((dir + "/staging.tnd").c_str(), tmp.c_str()), 0);
+  std::string error = LoadError(dir);
+  EXPECT_NE(error.find(tmp + " is a complete checkpoint (step 5) with no checkpoint.tnd beside "
+                             "it: a save was stopped before it put the file in place. To resume "
+                             "from it: mv " + tmp + " " + path),
+            std::string::npos)
+      << error;
+  WriteCheckpoint(path, StateOf(0, 3));  // an older checkpoint
+  error = LoadError(dir);
+  EXPECT_NE(error.find("(step 5) later than " + path + " (step 3)"), std::string::npos) << error;
+  WriteCheckpoint(path, StateOf(0, 7));  // a later one: the temporary is stale
+  ASSERT_TRUE(LoadLatestCheckpoint(dir).has_value());
+  EXPECT_EQ(LoadLatestCheckpoint(dir)->step, 7);
+}
+
+// A FIFO where the checkpoint should be is refused at once (a plain open
+// would block until a writer came), and a symbolic link to nothing is
+// reported rather than taken for "no checkpoint".
+TEST(CheckpointerTest, LoadLatestRefusesAFifoAndADanglingLink) {
+  const std::string fifo_dir = TempPath("fifo_dir");
+  ASSERT_EQ(::mkdir(fifo_dir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkfifo((fifo_dir + "/checkpoint.tnd").c_str(), 0644), 0);
+  std::string error;
+  try {
+    LoadLatestCheckpoint(fifo_dir);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find(fifo_dir + "/checkpoint.tnd: not a regular file, expected a checkpoint"),
+            std::string::npos)
+      << error;
+
+  const std::string link_dir = TempPath("link_dir");
+  ASSERT_EQ(::mkdir(link_dir.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink((link_dir + "/gone.tnd").c_str(), (link_dir + "/checkpoint.tnd").c_str()),
+            0);
+  error.clear();
+  try {
+    LoadLatestCheckpoint(link_dir);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find(link_dir + "/checkpoint.tnd: a symbolic link to a file that does not "
+                       "exist"),
+            std::string::npos)
+      << error;
 }
 
 TEST(CheckpointerTest, LoadLatestRejectsACorruptCheckpoint) {

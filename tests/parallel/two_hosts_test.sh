@@ -168,8 +168,11 @@ no_process_left "the training over two hosts"
 rm -f "$work"/state/rank*
 # Ranks 1-3 saw the directory read-only: had any of them (host B's first
 # rank, say) written there, the job would have failed.
-[[ $(ls -A "$work/two") == checkpoint.tnd ]] \
-  || fail "the checkpoint directory holds '$(ls -A "$work/two")', not checkpoint.tnd alone"
+# Beside the checkpoint, only rank 0's lock on the directory (one run per
+# checkpoint directory, io/directory_lock.h).
+listing=$(ls -A "$work/two" | LC_ALL=C sort | tr '\n' ' ')
+[[ $listing == ".tandem.lock checkpoint.tnd " ]] \
+  || fail "the checkpoint directory holds '$listing', not checkpoint.tnd and .tandem.lock"
 echo "ok: rank 0 alone wrote the checkpoint, once"
 
 run 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$train" "${flags[@]}" \

@@ -202,7 +202,7 @@ TEST(TrainerTest, BadTasksAndFlagsAreNamed) {
     Train(f.task, c, log);
     FAIL() << "--epochs=0 accepted";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "--epochs must be at least 1, got 0");
+    EXPECT_EQ(std::string(e.what()), "--epochs must be in [1, 1000000000], got 0");
   }
   c = Quick();
   c.accumulate = 0;
