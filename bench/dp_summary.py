@@ -9,7 +9,7 @@ Reads the `dp_step` rows (gpu_dp_bench's and torch_ddp.py's) and the
 scaling efficiency (the faster 1-GPU step over the 2-GPU step),
 samples/s, the compute stream's wait for NCCL, PyTorch DDP's step and the
 ratio to it; then the data-parallel targets, each PASS or FAIL. The default rows
-are those with the code's defaults (docs/benchmarks.md, "What it runs").
+are those with the code's defaults (gpu_dp_bench's own).
 Exits 1 if a row a target needs is missing.
 """
 import re

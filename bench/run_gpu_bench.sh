@@ -74,14 +74,14 @@ run() {  # name, timeout, command...
 run tandem_1 75 "$bin" --model=all --graph
 run torch    75 python3 "$py/torch_reference.py" --model=all
 run tandem_2 75 "$bin" --model=all --graph
-# One configuration alone, as docs/benchmarks.md shows it (a few seconds).
+# One configuration alone (a few seconds).
 run tandem_large_4096 75 "$bin" --model=large --batch=4096 --steps=20
 # The other ways of handling gradients (gpu_step_bench --grads), at the
 # batch where they matter: what fusing SGD into Backward is worth.
 run tandem_accumulate 75 "$bin" --model=large --batch=512 --grads=accumulate --no_gemm
 run tandem_overwrite 75 "$bin" --model=large --batch=512 --grads=overwrite --no_gemm
 # Where GEMM time could still come from: the step's GEMMs under other issue
-# strategies (docs/benchmarks.md, "GEMM strategies"); about 10 s each.
+# strategies (gemm_strategy_bench); about 10 s each.
 gemm=$(dirname "$bin")/bench__gemm_strategy_bench
 [ -x "$gemm" ] || gemm=$(dirname "$bin")/gemm_strategy_bench
 run gemm_large_512 75 "$gemm" --model=large --batch=512 --candidates=16
