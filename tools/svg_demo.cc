@@ -2,7 +2,7 @@
 // with no training needed: to look at the layout, render its output with
 // tools/check_svg.sh (which otherwise plots a short real run).
 //
-//   bazel run //report:svg_demo -- /tmp/training_curves.svg
+//   bazel run //tools:svg_demo -- /tmp/training_curves.svg
 #include <cmath>
 #include <exception>
 #include <iostream>
