@@ -1,5 +1,7 @@
 #include "trainer/worker_run.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <csignal>
@@ -506,7 +508,19 @@ void WorkerRun::Finish(bool stopped) {
   }
 }
 
+// A fresh run (no --resume) into a folder that holds a checkpoint replaces
+// it at its first save: say so before training, not silently.
+void WorkerRun::NoteCheckpointToReplace() const {
+  if (config_.resume || config_.checkpoint_dir.empty() || !root_ || config_.quiet) return;
+  struct stat info;
+  if (::stat(CheckpointPath(config_.checkpoint_dir).c_str(), &info) != 0) return;
+  log_ << "note: " << CheckpointPath(config_.checkpoint_dir)
+       << " holds an earlier run's checkpoint; this run starts afresh and replaces it at its "
+          "first save (--resume continues it instead)\n";
+}
+
 void WorkerRun::Run() {
+  NoteCheckpointToReplace();
   const bool resumed = config_.resume && Resume();
   if (root_) {
     report_.emplace(config_, Title(),

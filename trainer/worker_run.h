@@ -56,6 +56,7 @@ class WorkerRun {
   void BuildModel();
   void BuildTracing();
   bool Resume();
+  void NoteCheckpointToReplace() const;
   void LogSetup() const;
   std::string Title() const;
   EpochEnd TrainEpoch(int epoch);

@@ -210,6 +210,13 @@ kill -CONT $first && kill -TERM $first
 wait $first; rc=$?
 [ $rc = 75 ] || fail "the first run exited $rc, not 75, on SIGTERM: $(cat "$dir/first.txt")"
 echo "ok: a second run on a checkpoint directory in use is refused"
+# A fresh run (no --resume) into that folder, which now holds the first
+# run's checkpoint, says it will replace it.
+out=$("$bin" --checkpoint_dir="$dir/shared" --epochs=1 --max_train=100 --max_test=100 2>&1) \
+  || fail "a fresh run over a checkpoint: $out"
+grep -qF "note: $dir/shared/checkpoint.tnd holds an earlier run's checkpoint; this run starts afresh" \
+  <<<"$out" || fail "no note of the checkpoint it replaces: $out"
+echo "ok: a fresh run says it replaces the folder's checkpoint"
 # A checkpoint of another run, resumed by one worker: no "worker 0 failed:".
 expect_usage_error "$dir/ck/checkpoint.tnd was saved by another run (--batch_size: 50 there, 60 here)" \
   "${run[@]}" --resume --batch_size=60
