@@ -14,7 +14,9 @@
 #      (two_hosts_rank.sh);
 #   3. a rank on host B killed with SIGKILL ends the whole job, non-zero,
 #      within 60 s (Open MPI notices the death; failing that, the trainer's
-#      collective timeout would), leaving no process.
+#      collective timeout would), leaving no process;
+#   4. the link between the hosts cut mid-run ends the whole job on both
+#      hosts within 30 s, with the out-of-band keepalive docs/mpi.md shows.
 # Every mpirun is bounded by `timeout`; on any exit the namespaces' processes
 # are killed and the namespaces deleted.
 #
@@ -244,6 +246,48 @@ no_process_left "the killed job"
 grep -iE -m 2 "signal 9|killed|collective timeout" "$log"
 seconds="$((elapsed_ms / 1000)).$((elapsed_ms % 1000 / 100))"
 echo "ok: the job ended with status $rc, $seconds s after the kill; no process left"
+
+echo "=== 4. the link between the hosts cut mid-run"
+# With Open MPI's out-of-band TCP keepalive set as docs/mpi.md shows, each
+# side's daemon notices the dead link within about 5 s and the whole job
+# ends; Open MPI's defaults (300 s idle, then 9 probes 20 s apart) would
+# keep mpirun and host B's daemon for minutes. The collective timeout is
+# longer than that, so the daemons, not the ranks' watchdogs, end the job.
+keepalive=(--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1
+  --mca oob_tcp_keepalive_probes 3)
+rm -f "$work"/state/rank*
+timeout -k 5 150 "${host_a[@]}" "${two_hosts[@]}" "${keepalive[@]}" "$rank" "$work/state" - \
+  "$train" --epochs=200 --max_train=2000 --max_test=200 --hidden=32 --collective_timeout=30 \
+  >"$log" 2>&1 &
+job=$!
+for _ in $(seq 600); do
+  grep -q "^model:" "$log" && break
+  sleep 0.1
+done
+grep -q "^model:" "$log" || fail "training did not start"
+sleep 1
+ranks_ran_where_expected
+start=$(date +%s%N)
+ip -n "$ns_b" link set veth-b down || fail "cannot cut the link"
+echo "cut the link between the hosts"
+job_ms="" b_ms=""
+for _ in $(seq 300); do  # at most 30 s
+  now=$((($(date +%s%N) - start) / 1000000))
+  [[ -z $job_ms ]] && ! kill -0 "$job" 2>/dev/null && job_ms=$now
+  [[ -z $b_ms && -z $(ip netns pids "$ns_b" 2>/dev/null) ]] && b_ms=$now
+  [[ -n $job_ms && -n $b_ms ]] && break
+  sleep 0.1
+done
+[[ -n $job_ms ]] || fail "mpirun still runs 30 s after the link was cut"
+[[ -n $b_ms ]] || fail "host B still runs $(ip netns pids "$ns_b" | xargs -r ps -o args= -p) 30 s after the cut"
+wait "$job"
+rc=$?
+job=""
+[[ $rc -ne 0 ]] || fail "mpirun exited 0 after the link was cut"
+grep -q "ORTE has lost communication with a remote daemon" "$log" \
+  || fail "no message about the lost host"
+no_process_left "the job whose link was cut"
+echo "ok: the job ended with status $rc, mpirun $job_ms ms and host B $b_ms ms after the cut; no process left"
 
 teardown
 trap - EXIT
