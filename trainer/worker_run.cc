@@ -512,9 +512,15 @@ void WorkerRun::Finish(bool stopped) {
 // it at its first save: say so before training, not silently.
 void WorkerRun::NoteCheckpointToReplace() const {
   if (config_.resume || config_.checkpoint_dir.empty() || !root_ || config_.quiet) return;
+  const std::string path = CheckpointPath(config_.checkpoint_dir);
   struct stat info;
-  if (::stat(CheckpointPath(config_.checkpoint_dir).c_str(), &info) != 0) return;
-  log_ << "note: " << CheckpointPath(config_.checkpoint_dir)
+  if (::lstat(path.c_str(), &info) != 0) return;  // nothing there
+  if (::stat(path.c_str(), &info) != 0) {
+    log_ << "note: " << path << " is a symbolic link to a file that does not exist; this run "
+         << "replaces the link at its first save\n";
+    return;
+  }
+  log_ << "note: " << path
        << " holds an earlier run's checkpoint; this run starts afresh and replaces it at its "
           "first save (--resume continues it instead)\n";
 }

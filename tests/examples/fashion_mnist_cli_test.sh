@@ -216,7 +216,11 @@ out=$("$bin" --checkpoint_dir="$dir/shared" --epochs=1 --max_train=100 --max_tes
   || fail "a fresh run over a checkpoint: $out"
 grep -qF "note: $dir/shared/checkpoint.tnd holds an earlier run's checkpoint; this run starts afresh" \
   <<<"$out" || fail "no note of the checkpoint it replaces: $out"
-echo "ok: a fresh run says it replaces the folder's checkpoint"
+out=$("$bin" --checkpoint_dir="$dir/ck_link" --epochs=1 --max_train=100 --max_test=100 2>&1) \
+  || fail "a fresh run over a link to nothing: $out"
+grep -qF "note: $dir/ck_link/checkpoint.tnd is a symbolic link to a file that does not exist" \
+  <<<"$out" || fail "no note of the link it replaces: $out"
+echo "ok: a fresh run says it replaces the folder's checkpoint, or a link to nothing"
 # A checkpoint of another run, resumed by one worker: no "worker 0 failed:".
 expect_usage_error "$dir/ck/checkpoint.tnd was saved by another run (--batch_size: 50 there, 60 here)" \
   "${run[@]}" --resume --batch_size=60
