@@ -55,10 +55,14 @@ int Fd::Close() {
 
 std::string TemporaryPrefixFor(const std::string& path) { return path + ".tmp."; }
 
-std::string TemporaryPathFor(const std::string& path, int pid) {
+std::string HostName() {
   char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "host");
-  return TemporaryPrefixFor(path) + host + "." + std::to_string(pid);
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "unknown";
+  return host;
+}
+
+std::string TemporaryPathFor(const std::string& path, int pid) {
+  return TemporaryPrefixFor(path) + HostName() + "." + std::to_string(pid);
 }
 
 std::string TemporaryPathFor(const std::string& path) {

@@ -35,6 +35,10 @@ void WriteFileAtomically(const std::string& path, const std::string& context,
 // strerror(errno), for messages.
 std::string Errno();
 
+// This machine's host name ("unknown" if it has none), for names that must
+// differ between writers on several hosts and for messages.
+std::string HostName();
+
 // Closes a descriptor on scope exit without throwing (destructors never
 // throw); Close() reports the error where one matters.
 class Fd {

@@ -8,13 +8,12 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "io/atomic_file.h"  // HostName
 
 namespace tandem {
 
 std::string ThisProcessName() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
-  return "pid " + std::to_string(::getpid()) + " on host " + host;
+  return "pid " + std::to_string(::getpid()) + " on host " + HostName();
 }
 
 namespace {

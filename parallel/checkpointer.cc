@@ -5,13 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <exception>
 #include <vector>
 
 #include "core/check.h"
+#include "io/atomic_file.h"
 
 namespace tandem {
 
@@ -68,11 +69,8 @@ std::string MakeDirectories(const std::string& dir) {
 std::string PrepareCheckpointDir(const std::string& dir) {
   const std::string made = MakeDirectories(dir);
   if (!made.empty()) return made;
-  // A name no other process uses: this one's pid on this host.
-  char host[256] = "host";
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string probe =
-      dir + "/.tandem_write_probe." + host + "." + std::to_string(::getpid());
+  // A name no other process uses (this one's host and pid).
+  const std::string probe = TemporaryPathFor(dir + "/.tandem_write_probe");
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     return "cannot write in checkpoint directory " + dir + ": " + std::strerror(errno);
