@@ -112,7 +112,7 @@ namespace {
 // The temporary files of saves into `dir` (io/atomic_file.h).
 std::vector<std::string> TemporaryCheckpoints(const std::string& dir) {
   std::vector<std::string> found;
-  const std::string prefix = std::string(kCheckpointFileName) + ".tmp.";
+  const std::string prefix = TemporaryPrefixFor(kCheckpointFileName);
   if (DIR* d = ::opendir(dir.c_str())) {
     while (const dirent* entry = ::readdir(d)) {
       if (std::string(entry->d_name).rfind(prefix, 0) == 0) found.push_back(entry->d_name);
