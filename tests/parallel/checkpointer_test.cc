@@ -160,6 +160,16 @@ TEST(CheckpointerTest, FailedSaveFailsEveryRankWithRankZerosError) {
   }
 }
 
+// What LoadLatestCheckpoint(dir) throws, or "<no error>".
+std::string LoadError(const std::string& dir) {
+  try {
+    LoadLatestCheckpoint(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 TEST(CheckpointerTest, LoadLatestFindsNothingInAFreshDirectory) {
   EXPECT_FALSE(LoadLatestCheckpoint(TempPath("never_created")).has_value());
   const std::string empty = TempPath("empty_dir");
@@ -168,15 +178,6 @@ TEST(CheckpointerTest, LoadLatestFindsNothingInAFreshDirectory) {
   // A save killed while writing leaves only a partial temporary file.
   std::ofstream(TemporaryPathFor(empty + "/checkpoint.tnd", 4242)) << "TANDEMCK partial";
   EXPECT_FALSE(LoadLatestCheckpoint(empty).has_value());
-}
-
-std::string LoadError(const std::string& dir) {
-  try {
-    LoadLatestCheckpoint(dir);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 // A save killed between its fsync and its rename leaves a complete
@@ -210,12 +211,7 @@ TEST(CheckpointerTest, LoadLatestRefusesAFifoAndADanglingLink) {
   const std::string fifo_dir = TempPath("fifo_dir");
   ASSERT_EQ(::mkdir(fifo_dir.c_str(), 0755), 0);
   ASSERT_EQ(::mkfifo((fifo_dir + "/checkpoint.tnd").c_str(), 0644), 0);
-  std::string error;
-  try {
-    LoadLatestCheckpoint(fifo_dir);
-  } catch (const Error& e) {
-    error = e.what();
-  }
+  std::string error = LoadError(fifo_dir);
   EXPECT_NE(error.find(fifo_dir + "/checkpoint.tnd: not a regular file, expected a checkpoint"),
             std::string::npos)
       << error;
@@ -224,12 +220,7 @@ TEST(CheckpointerTest, LoadLatestRefusesAFifoAndADanglingLink) {
   ASSERT_EQ(::mkdir(link_dir.c_str(), 0755), 0);
   ASSERT_EQ(::symlink((link_dir + "/gone.tnd").c_str(), (link_dir + "/checkpoint.tnd").c_str()),
             0);
-  error.clear();
-  try {
-    LoadLatestCheckpoint(link_dir);
-  } catch (const Error& e) {
-    error = e.what();
-  }
+  error = LoadError(link_dir);
   EXPECT_NE(error.find(link_dir + "/checkpoint.tnd: a symbolic link to a file that does not "
                        "exist"),
             std::string::npos)
@@ -240,12 +231,7 @@ TEST(CheckpointerTest, LoadLatestRejectsACorruptCheckpoint) {
   const std::string dir = TempPath("corrupt");
   ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
   std::ofstream(dir + "/checkpoint.tnd") << "TANDEMCK";
-  std::string error;
-  try {
-    LoadLatestCheckpoint(dir);
-  } catch (const Error& e) {
-    error = e.what();
-  }
+  std::string error = LoadError(dir);
   EXPECT_NE(error.find(dir + "/checkpoint.tnd: truncated checkpoint"),
             std::string::npos)
       << error;
@@ -254,12 +240,7 @@ TEST(CheckpointerTest, LoadLatestRejectsACorruptCheckpoint) {
 TEST(CheckpointerTest, LoadLatestRejectsAFileAsDirectory) {
   const std::string file = TempPath("plain_file");
   std::ofstream(file) << "x";
-  std::string error;
-  try {
-    LoadLatestCheckpoint(file);
-  } catch (const Error& e) {
-    error = e.what();
-  }
+  std::string error = LoadError(file);
   EXPECT_NE(error.find("the checkpoint directory is a file?"), std::string::npos)
       << error;
 }

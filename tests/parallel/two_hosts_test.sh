@@ -212,18 +212,28 @@ fi
 no_process_left "the training on one host"
 echo "ok: two hosts train as one host does"
 
+# A long training over both hosts in the background ($job), started once
+# rank 0 prints the model (at most 60 s) and every rank sits where it
+# should: start_training TRAINER_FLAGS... [-- MPIRUN_FLAGS...]
+start_training() {
+  local flags=() mpi=()
+  while [[ $# -gt 0 && $1 != -- ]]; do flags+=("$1"); shift; done
+  [[ ${1:-} == -- ]] && shift && mpi=("$@")
+  timeout -k 5 150 "${host_a[@]}" "${two_hosts[@]}" "${mpi[@]}" "$rank" "$work/state" - \
+    "$train" --epochs=200 --max_train=2000 --max_test=200 --hidden=32 "${flags[@]}" \
+    >"$log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do
+    grep -q "^model:" "$log" && break
+    sleep 0.1
+  done
+  grep -q "^model:" "$log" || fail "training did not start"
+  sleep 1
+  ranks_ran_where_expected
+}
+
 echo "=== 3. SIGKILL to a rank on host B"
-timeout -k 5 150 "${host_a[@]}" "${two_hosts[@]}" "$rank" "$work/state" - "$train" \
-  --epochs=200 --max_train=2000 --max_test=200 --hidden=32 --collective_timeout=20 \
-  >"$log" 2>&1 &
-job=$!
-for _ in $(seq 600); do  # training starts (rank 0 prints the model), at most 60 s
-  grep -q "^model:" "$log" && break
-  sleep 0.1
-done
-grep -q "^model:" "$log" || fail "training did not start"
-sleep 1
-ranks_ran_where_expected
+start_training --collective_timeout=20
 victim=$(cut -d' ' -f1 "$work/state/rank3")
 [[ $(ip netns identify "$victim") == "$ns_b" ]] \
   || fail "rank 3 (pid $victim) is not in host B's namespace"
@@ -256,17 +266,7 @@ echo "=== 4. the link between the hosts cut mid-run"
 keepalive=(--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1
   --mca oob_tcp_keepalive_probes 3)
 rm -f "$work"/state/rank*
-timeout -k 5 150 "${host_a[@]}" "${two_hosts[@]}" "${keepalive[@]}" "$rank" "$work/state" - \
-  "$train" --epochs=200 --max_train=2000 --max_test=200 --hidden=32 --collective_timeout=30 \
-  >"$log" 2>&1 &
-job=$!
-for _ in $(seq 600); do
-  grep -q "^model:" "$log" && break
-  sleep 0.1
-done
-grep -q "^model:" "$log" || fail "training did not start"
-sleep 1
-ranks_ran_where_expected
+start_training --collective_timeout=30 -- "${keepalive[@]}"
 start=$(date +%s%N)
 ip -n "$ns_b" link set veth-b down || fail "cannot cut the link"
 echo "cut the link between the hosts"
