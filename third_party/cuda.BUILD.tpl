@@ -23,10 +23,12 @@ cc_library(
     deps = [":cuda_headers"],
 )
 
+# cuBLAS's and cuBLASLt's declarations. The libraries are not linked:
+# //core/cuda:cublas_loader loads them when Tandem first calls them (Note [cuBLAS
+# loaded on first use] in core/cuda/cublas_loader.cc).
 cc_library(
-    name = "cublas",
-    linkopts = %{cublas_linkopts},
-    deps = [":cuda_runtime"],
+    name = "cublas_headers",
+    deps = [":cuda_headers"],
 )
 
 # NCCL's headers are linked into nccl/include where they live outside the

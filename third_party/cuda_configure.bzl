@@ -100,6 +100,8 @@ def _write_defs(ctx, found, why_not):
         "#define TANDEM_LOCAL_CUDA_CONFIG_H_",
         "// Why this build has no CUDA backend and what to do; empty where it has one.",
         "#define TANDEM_CUDA_WHY_NOT %s" % _c_string(why_not),
+        "// The toolkit's library folder, where cuBLAS is looked for last.",
+        "#define TANDEM_CUDA_LIB_DIR %s" % _c_string(found.get("CUDA_LIB", "")),
         "#endif  // TANDEM_LOCAL_CUDA_CONFIG_H_",
         "",
     ]))
@@ -127,7 +129,6 @@ def _write_build(ctx, found, template):
         "%{cuda_hdrs}": "[]" if system_headers else _CUDA_HEADERS_GLOB,
         "%{cuda_includes}": repr([] if system_headers else ["include"]),
         "%{cudart_linkopts}": repr(_link_flags(lib, ["cudart"], multiarch)),
-        "%{cublas_linkopts}": repr(_link_flags(lib, ["cublas", "cublasLt"], multiarch)),
         "%{nccl_hdrs}": 'glob(["nccl/include/**"])' if separate_nccl else "[]",
         "%{nccl_includes}": repr(["nccl/include"] if separate_nccl else []),
         "%{nccl_linkopts}": repr(_link_flags(found["NCCL_LIB"], ["nccl"], multiarch)),
