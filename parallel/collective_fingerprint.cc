@@ -1,16 +1,10 @@
 #include "parallel/collective_fingerprint.h"
 
-#include <cstring>
 
 #include "core/check.h"
 
 namespace tandem {
 namespace {
-
-// WindowRegister: NcclCommunicator::NewReduceBuffer's collective registration.
-const char* const kKinds[] = {"AllReduce", "Broadcast", "Barrier", "AllGather",
-                              "WindowRegister"};
-constexpr int64_t kNumKinds = 5;
 
 // Each int64 travels as four floats of 16 bits each: integers below 2^24 are
 // exact in a float, and no bit pattern can turn into a NaN on the way.
@@ -39,7 +33,8 @@ int64_t Decode(const float* in) {
 // "rank 1 called AllReduce #3 (2000 bytes, bfloat16)": bytes and dtype as
 // Collective::Name gives them.
 std::string Describe(const Fingerprint& f, int rank) {
-  const char* name = f.kind >= 0 && f.kind < kNumKinds ? kKinds[f.kind] : "?";
+  const char* name =
+      f.kind >= 0 && f.kind < kNumCollectiveKinds ? ToString(static_cast<CollectiveKind>(f.kind)) : "?";
   std::string text = "rank " + std::to_string(rank) + " called " + name + " #" +
                      std::to_string(f.sequence) + " (";
   if (f.dtype < 0 || f.dtype >= kNumDTypes) {
@@ -58,12 +53,7 @@ bool Same(const Fingerprint& a, const Fingerprint& b) {
 
 }  // namespace
 
-int64_t FingerprintKind(const char* kind) {
-  for (int64_t i = 0; i < kNumKinds; ++i) {
-    if (std::strcmp(kKinds[i], kind) == 0) return i;
-  }
-  return -1;
-}
+int64_t FingerprintKind(CollectiveKind kind) { return static_cast<int64_t>(kind); }
 
 int64_t FingerprintDType(DType dtype) {
   for (int64_t i = 0; i < kNumDTypes; ++i) {

@@ -30,14 +30,13 @@ namespace tandem {
 
 struct Fingerprint {
   int64_t sequence = 0;
-  int64_t kind = -1;   // FingerprintKind's index
+  int64_t kind = -1;   // FingerprintKind's number
   int64_t count = 0;   // elements
   int64_t dtype = 0;   // FingerprintDType's index; 0 is float32
 };
 
-// "AllReduce", "Broadcast", "Barrier", "AllGather", "WindowRegister" -> 0..4;
-// -1 otherwise.
-int64_t FingerprintKind(const char* kind);
+// The kind's number, 0 to kNumCollectiveKinds - 1 (as it travels).
+int64_t FingerprintKind(CollectiveKind kind);
 // float32 -> 0, bfloat16 -> 1.
 int64_t FingerprintDType(DType dtype);
 

@@ -273,7 +273,7 @@ void CollectiveQueue::Run(Item& item) {
   {
     // watchdog_ is set before the thread starts and kept until it is joined.
     std::optional<CollectiveWatchdog::Watch> watch;
-    if (watchdog_) watch.emplace(watchdog_->Start(c.kind, c.sequence, c.bytes()));
+    if (watchdog_) watch.emplace(watchdog_->Start(ToString(c.kind), c.sequence, c.bytes()));
     try {
       options_.run(c);
     } catch (...) {

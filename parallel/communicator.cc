@@ -16,12 +16,23 @@ namespace tandem {
 // the numbers the same on every rank whatever each transport's progress.
 // The transport's Start then only runs it.
 
+const char* ToString(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "AllReduce";
+    case CollectiveKind::kBroadcast: return "Broadcast";
+    case CollectiveKind::kBarrier: return "Barrier";
+    case CollectiveKind::kAllGather: return "AllGather";
+    case CollectiveKind::kWindowRegister: return "WindowRegister";
+  }
+  return "?";
+}
+
 std::string Collective::Name() const {
-  std::string text = std::string(kind) + " #" + std::to_string(sequence) + " (" +
+  std::string text = std::string(ToString(kind)) + " #" + std::to_string(sequence) + " (" +
                      std::to_string(bytes()) + " bytes";
   if (dtype != DType::kFloat32) text += std::string(", ") + DTypeName(dtype);
-  if (std::string(kind) == "AllReduce") text += std::string(", ") + ToString(op);
-  if (std::string(kind) == "Broadcast") text += ", root " + std::to_string(root);
+  if (kind == CollectiveKind::kAllReduce) text += std::string(", ") + ToString(op);
+  if (kind == CollectiveKind::kBroadcast) text += ", root " + std::to_string(root);
   if (!options.label.empty()) text += ", " + options.label;
   return text + ")";
 }
@@ -45,7 +56,7 @@ std::shared_ptr<Work> Communicator::AllGather(const float* send, int64_t count_p
 std::shared_ptr<Work> Communicator::AllReduce(Ptr data, int64_t count, ReduceOp op,
                                               CollectiveOptions options) {
   Collective c;
-  c.kind = "AllReduce";
+  c.kind = CollectiveKind::kAllReduce;
   c.count = count;
   c.dtype = data.dtype;
   c.op = op;
@@ -57,7 +68,7 @@ std::shared_ptr<Work> Communicator::AllReduce(Ptr data, int64_t count, ReduceOp 
 std::shared_ptr<Work> Communicator::Broadcast(Ptr data, int64_t count, int root,
                                               CollectiveOptions options) {
   Collective c;
-  c.kind = "Broadcast";
+  c.kind = CollectiveKind::kBroadcast;
   c.count = count;
   c.dtype = data.dtype;
   c.root = root;
@@ -68,14 +79,14 @@ std::shared_ptr<Work> Communicator::Broadcast(Ptr data, int64_t count, int root,
 
 std::shared_ptr<Work> Communicator::Barrier() {
   Collective c;
-  c.kind = "Barrier";
+  c.kind = CollectiveKind::kBarrier;
   return Issue(std::move(c));
 }
 
 std::shared_ptr<Work> Communicator::AllGather(CPtr send, int64_t count_per_rank, Ptr recv,
                                               CollectiveOptions options) {
   Collective c;
-  c.kind = "AllGather";
+  c.kind = CollectiveKind::kAllGather;
   c.count = count_per_rank;
   c.dtype = recv.dtype;
   c.send = send.data;
@@ -112,7 +123,7 @@ std::string Communicator::Context(const Collective& c) const {
   return Describe() + ": " + c.Name();
 }
 
-Collective Communicator::Announce(const char* kind, int64_t count, DType dtype) {
+Collective Communicator::Announce(CollectiveKind kind, int64_t count, DType dtype) {
   Collective c;
   c.kind = kind;
   c.count = count;
@@ -130,11 +141,11 @@ std::shared_ptr<Work> Communicator::Issue(Collective c) {
   const Collective numbered = Announce(c.kind, c.count, c.dtype);
   c.sequence = numbered.sequence;
   TANDEM_CHECK(c.count >= 0) << Context(c) << ": the count must not be negative";
-  if (std::string(c.kind) == "Broadcast") {
+  if (c.kind == CollectiveKind::kBroadcast) {
     TANDEM_CHECK(c.root >= 0 && c.root < size())
         << Context(c) << ": root " << c.root << " is not a rank";
   }
-  if (std::string(c.kind) == "AllGather" && c.count > 0) {
+  if (c.kind == CollectiveKind::kAllGather && c.count > 0) {
     const char* send = static_cast<const char*>(c.send);
     const char* recv = static_cast<const char*>(c.data);
     const int64_t block = c.bytes();

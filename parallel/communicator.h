@@ -93,9 +93,18 @@ struct CollectiveOptions {
   std::string label = "";
 };
 
+// What a collective does. kWindowRegister is NCCL's own: the buffer
+// registration every rank makes together (parallel/nccl_reduce_buffer.cc),
+// numbered and compared like the others but never handed to Start.
+enum class CollectiveKind { kAllReduce, kBroadcast, kBarrier, kAllGather, kWindowRegister };
+inline constexpr int kNumCollectiveKinds = 5;
+// "AllReduce", "Broadcast", "Barrier", "AllGather", "WindowRegister": for
+// errors and the watchdog's messages.
+const char* ToString(CollectiveKind kind);
+
 // One collective, as the preamble hands it to a transport.
 struct Collective {
-  const char* kind = "";     // "AllReduce", "Broadcast", "Barrier", "AllGather"
+  CollectiveKind kind = CollectiveKind::kBarrier;
   uint64_t sequence = 0;     // this rank's collectives, from 1
   int64_t count = 0;         // elements (AllGather: per rank)
   DType dtype = DType::kFloat32;  // of data and send
@@ -199,7 +208,7 @@ class Communicator {
   virtual std::shared_ptr<Work> Start(const Collective& c) = 0;
   // Numbers (and in debug mode compares across ranks) a collective of the
   // transport's own, outside the four above (NCCL's window registration).
-  Collective Announce(const char* kind, int64_t count, DType dtype = DType::kFloat32);
+  Collective Announce(CollectiveKind kind, int64_t count, DType dtype = DType::kFloat32);
   // "<Describe()>: <c.Name()>", for errors.
   std::string Context(const Collective& c) const;
 

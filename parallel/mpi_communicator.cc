@@ -180,24 +180,19 @@ void MpiCommunicator::set_timeout(std::chrono::milliseconds timeout) {
 }
 
 std::shared_ptr<Work> MpiCommunicator::Start(const Collective& c) {
-  const std::string kind = c.kind;
-  TANDEM_CHECK(kind == "AllReduce" || kind == "Broadcast" || kind == "Barrier" ||
-               kind == "AllGather")
-      << Context(c) << ": MpiCommunicator has no collective '" << kind << "'";
+  TANDEM_CHECK(c.kind != CollectiveKind::kWindowRegister)
+      << Context(c) << ": MpiCommunicator has no collective '" << ToString(c.kind) << "'";
   return queue_->Enqueue(c);
 }
 
 void MpiCommunicator::Run(const Collective& c) {
-  const std::string kind = c.kind;
   const int64_t max_per_call = max_elements_per_call_.load();
-  if (kind == "AllReduce") {
-    RunAllReduce(c, max_per_call);
-  } else if (kind == "Broadcast") {
-    RunBroadcast(c, max_per_call);
-  } else if (kind == "AllGather") {
-    RunAllGather(c, max_per_call);
-  } else {
-    MPI_CHECK(MPI_Barrier(comm_.get())) << Context(c);
+  switch (c.kind) {
+    case CollectiveKind::kAllReduce: RunAllReduce(c, max_per_call); break;
+    case CollectiveKind::kBroadcast: RunBroadcast(c, max_per_call); break;
+    case CollectiveKind::kAllGather: RunAllGather(c, max_per_call); break;
+    case CollectiveKind::kBarrier: MPI_CHECK(MPI_Barrier(comm_.get())) << Context(c); break;
+    case CollectiveKind::kWindowRegister: break;  // refused by Start
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "core/backend_registry.h"
@@ -56,21 +55,24 @@ ncclDataType_t ToNccl(DType dtype) {
   return dtype == DType::kBFloat16 ? ncclBfloat16 : ncclFloat;
 }
 
-bool Is(const Collective& c, const char* kind) { return std::strcmp(c.kind, kind) == 0; }
-
 // The NCCL call of `c`, queued on `stream`.
 ncclResult_t Enqueue(const Collective& c, float* scratch, ncclComm_t comm, cudaStream_t stream) {
   const size_t n = static_cast<size_t>(c.count);
   const ncclDataType_t type = ToNccl(c.dtype);
-  if (Is(c, "AllReduce")) {
-    return ncclAllReduce(c.data, c.data, n, type, ToNccl(c.op), comm, stream);
+  switch (c.kind) {
+    case CollectiveKind::kAllReduce:
+      return ncclAllReduce(c.data, c.data, n, type, ToNccl(c.op), comm, stream);
+    case CollectiveKind::kBroadcast:
+      return ncclBroadcast(c.data, c.data, n, type, c.root, comm, stream);
+    case CollectiveKind::kAllGather:
+      return ncclAllGather(c.send, c.data, n, type, comm, stream);
+    case CollectiveKind::kBarrier:
+      return ncclAllReduce(scratch, scratch, 1, ncclFloat, ncclSum, comm, stream);
+    case CollectiveKind::kWindowRegister:
+      break;
   }
-  if (Is(c, "Broadcast")) {
-    return ncclBroadcast(c.data, c.data, n, type, c.root, comm, stream);
-  }
-  if (Is(c, "AllGather")) return ncclAllGather(c.send, c.data, n, type, comm, stream);
-  if (Is(c, "Barrier")) return ncclAllReduce(scratch, scratch, 1, ncclFloat, ncclSum, comm, stream);
-  throw Error(std::string("NcclCommunicator cannot run a collective of kind '") + c.kind + "'");
+  throw Error(std::string("NcclCommunicator cannot run a collective of kind '") +
+              ToString(c.kind) + "'");
 }
 
 // Note [Watchdog and abort]: the watchdog gives up only on collectives of a
@@ -180,7 +182,7 @@ void NcclCommunicator::FollowLanes(const Collective& c, const Lane& lane) const 
 // See Note [Communication lane].
 std::shared_ptr<Work> NcclCommunicator::Start(const Collective& c) {
   state_->ThrowIfAborted();
-  const bool barrier = Is(c, "Barrier");
+  const bool barrier = c.kind == CollectiveKind::kBarrier;
   if (c.count == 0 && !barrier) return std::make_shared<CompletedWork>();
   cuda::DeviceGuard guard(device_);
   const Lane lane = lane_.get();

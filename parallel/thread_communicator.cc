@@ -75,8 +75,6 @@ namespace {
 // L1, large enough that the loops vectorise.
 constexpr int64_t kBlock = 1024;
 
-bool Is(const Collective& c, const char* kind) { return std::strcmp(c.kind, kind) == 0; }
-
 // How elements of each dtype are read into float32 and written back.
 inline float Widen(float x) { return x; }
 inline float Widen(uint16_t bits) { return BFloat16BitsToFloat(bits); }
@@ -175,10 +173,10 @@ std::string ThreadGroup::MismatchLocked() const {
   const Collective& first = published_[0];
   for (int r = 1; r < size_; ++r) {
     const Collective& other = published_[r];
-    bool same = Is(other, first.kind) && other.sequence == first.sequence &&
+    bool same = other.kind == first.kind && other.sequence == first.sequence &&
                 other.count == first.count && other.dtype == first.dtype;
-    if (Is(first, "Broadcast")) same = same && other.root == first.root;
-    if (Is(first, "AllReduce")) same = same && other.op == first.op;
+    if (first.kind == CollectiveKind::kBroadcast) same = same && other.root == first.root;
+    if (first.kind == CollectiveKind::kAllReduce) same = same && other.op == first.op;
     if (!same) {
       return "ranks called different collectives: rank 0 called " + first.Name() + " but rank " +
              std::to_string(r) + " called " + other.Name() +
@@ -285,22 +283,20 @@ void ThreadCommunicator::Abort(const std::string& reason) {
 }
 
 std::shared_ptr<Work> ThreadCommunicator::Start(const Collective& c) {
-  TANDEM_CHECK(Is(c, "AllReduce") || Is(c, "Broadcast") || Is(c, "Barrier") ||
-               Is(c, "AllGather"))
-      << Context(c) << ": ThreadCommunicator has no collective '" << c.kind << "'";
+  TANDEM_CHECK(c.kind != CollectiveKind::kWindowRegister)
+      << Context(c) << ": ThreadCommunicator has no collective '" << ToString(c.kind) << "'";
   return queue_.Enqueue(c);
 }
 
 void ThreadCommunicator::Run(const Collective& c) {
   group_->Gather(rank_, c);
   // A barrier has no buffers, so no data phase and no Release.
-  if (Is(c, "Barrier")) return;
-  if (Is(c, "AllReduce")) {
-    RunAllReduce(c);
-  } else if (Is(c, "Broadcast")) {
-    RunBroadcast(c);
-  } else if (Is(c, "AllGather")) {
-    RunAllGather(c);
+  switch (c.kind) {
+    case CollectiveKind::kBarrier: return;
+    case CollectiveKind::kAllReduce: RunAllReduce(c); break;
+    case CollectiveKind::kBroadcast: RunBroadcast(c); break;
+    case CollectiveKind::kAllGather: RunAllGather(c); break;
+    case CollectiveKind::kWindowRegister: break;  // refused by Start
   }
   // Every rank gathered the same kind (MismatchLocked), so every rank gets
   // here and no rank can be left waiting in Release.

@@ -26,7 +26,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Collective Numbered(uint64_t sequence, const char* kind = "AllReduce", int64_t count = 10) {
+Collective Numbered(uint64_t sequence, CollectiveKind kind = CollectiveKind::kAllReduce,
+                    int64_t count = 10) {
   Collective c;
   c.kind = kind;
   c.sequence = sequence;
@@ -231,7 +232,7 @@ TEST(CollectiveQueueTest, WatchdogNamesTheStuckCollective) {
   CollectiveQueue queue(std::move(options));
   queue.set_timeout(100ms);
   for (uint64_t i = 1; i <= 4; ++i) queue.Enqueue(Numbered(i))->Wait();
-  queue.Enqueue(Numbered(5, "Barrier", 0))->Wait();
+  queue.Enqueue(Numbered(5, CollectiveKind::kBarrier, 0))->Wait();
   std::lock_guard<std::mutex> lock(mutex);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].rfind("TestCommunicator(rank 0 of 1): Barrier #5 (0 bytes) did not "
@@ -255,7 +256,7 @@ TEST(CollectiveQueueTest, WatchdogCountsTheBytesOfTheDType) {
   CollectiveQueue queue(std::move(options));
   queue.set_timeout(100ms);
   queue.Enqueue(Numbered(1))->Wait();
-  Collective half = Numbered(2, "AllReduce", 1000);
+  Collective half = Numbered(2, CollectiveKind::kAllReduce, 1000);
   half.dtype = DType::kBFloat16;
   queue.Enqueue(half)->Wait();
   std::lock_guard<std::mutex> lock(mutex);

@@ -390,7 +390,7 @@ class LoggingComm : public Communicator {
 
  protected:
   std::shared_ptr<Work> Start(const Collective& c) override {
-    if (std::string(c.kind) == "AllReduce") {
+    if (c.kind == CollectiveKind::kAllReduce) {
       log_.push_back("all-reduce " + std::to_string(c.count));
       return inner_.AllReduce(Ptr{c.data, c.dtype}, c.count, c.op);
     }
