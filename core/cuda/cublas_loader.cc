@@ -32,11 +32,6 @@ namespace tandem {
 namespace cuda {
 namespace {
 
-struct CublasLibraries {
-  void* lt = nullptr;
-  void* blas = nullptr;
-};
-
 void* Open(const std::string& name) {
   void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle != nullptr) return handle;
@@ -50,16 +45,21 @@ void* Open(const std::string& name) {
   return handle;
 }
 
-// cuBLASLt first: libcublas needs it, and finds this copy loaded.
-const CublasLibraries& Libraries() {
-  static const CublasLibraries libraries = [] {
-    CublasLibraries loaded;
-    const std::string major = std::to_string(CUBLAS_VER_MAJOR);
-    loaded.lt = Open("libcublasLt.so." + major);
-    loaded.blas = Open("libcublas.so." + major);
-    return loaded;
-  }();
-  return libraries;
+std::string Soname(const char* stem) {
+  return std::string(stem) + ".so." + std::to_string(CUBLAS_VER_MAJOR);
+}
+
+// Each loaded once. cuBLASLt first, on its own: libcublas needs it, and
+// should its calls into cuBLASLt bind to the functions below (this file
+// built as a shared library exports them), they find it loaded already.
+void* Lt() {
+  static void* const library = Open(Soname("libcublasLt"));
+  return library;
+}
+
+void* Blas() {
+  static void* const library = (Lt(), Open(Soname("libcublas")));
+  return library;
 }
 
 void* Symbol(void* library, const char* name) {
@@ -75,46 +75,46 @@ void* Symbol(void* library, const char* name) {
 }  // namespace tandem
 
 // Defines NAME (already declared by the headers) to call the library's NAME.
-// LIBRARY is blas or lt; PARAMS and ARGS are the parenthesized parameter and
+// LIBRARY is Blas or Lt; PARAMS and ARGS are the parenthesized parameter and
 // argument lists.
 #define TANDEM_CUBLAS_FORWARD(LIBRARY, RETURN, NAME, PARAMS, ARGS)             \
   extern "C" RETURN CUBLASWINAPI NAME PARAMS {                                 \
     using Function = RETURN(CUBLASWINAPI*) PARAMS;                             \
     static const Function function = reinterpret_cast<Function>(             \
-        ::tandem::cuda::Symbol(::tandem::cuda::Libraries().LIBRARY, #NAME)); \
+        ::tandem::cuda::Symbol(::tandem::cuda::LIBRARY(), #NAME));           \
     return function ARGS;                                                      \
   }
 
 // cuBLAS (cublas_v2.h renames several to their _v2 symbols).
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasCreate_v2, (cublasHandle_t * handle), (handle))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasDestroy_v2, (cublasHandle_t handle), (handle))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasGetProperty,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasCreate_v2, (cublasHandle_t * handle), (handle))
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasDestroy_v2, (cublasHandle_t handle), (handle))
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasGetProperty,
                       (libraryPropertyType type, int* value), (type, value))
-TANDEM_CUBLAS_FORWARD(blas, const char*, cublasGetStatusName, (cublasStatus_t status), (status))
-TANDEM_CUBLAS_FORWARD(blas, const char*, cublasGetStatusString, (cublasStatus_t status), (status))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasSetStream_v2,
+TANDEM_CUBLAS_FORWARD(Blas, const char*, cublasGetStatusName, (cublasStatus_t status), (status))
+TANDEM_CUBLAS_FORWARD(Blas, const char*, cublasGetStatusString, (cublasStatus_t status), (status))
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasSetStream_v2,
                       (cublasHandle_t handle, cudaStream_t stream), (handle, stream))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasSetWorkspace_v2,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasSetWorkspace_v2,
                       (cublasHandle_t handle, void* workspace, size_t bytes),
                       (handle, workspace, bytes))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasSetMathMode,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasSetMathMode,
                       (cublasHandle_t handle, cublasMath_t mode), (handle, mode))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasSetPointerMode_v2,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasSetPointerMode_v2,
                       (cublasHandle_t handle, cublasPointerMode_t mode), (handle, mode))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasSetSmCountTarget,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasSetSmCountTarget,
                       (cublasHandle_t handle, int sm_count_target), (handle, sm_count_target))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasSgemm_v2,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasSgemm_v2,
                       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                        int m, int n, int k, const float* alpha, const float* A, int lda,
                        const float* B, int ldb, const float* beta, float* C, int ldc),
                       (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasSgemm_v2_64,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasSgemm_v2_64,
                       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                        int64_t m, int64_t n, int64_t k, const float* alpha, const float* A,
                        int64_t lda, const float* B, int64_t ldb, const float* beta, float* C,
                        int64_t ldc),
                       (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
-TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasGemmEx_64,
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasGemmEx_64,
                       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                        int64_t m, int64_t n, int64_t k, const void* alpha, const void* A,
                        cudaDataType Atype, int64_t lda, const void* B, cudaDataType Btype,
@@ -124,9 +124,9 @@ TANDEM_CUBLAS_FORWARD(blas, cublasStatus_t, cublasGemmEx_64,
                        beta, C, Ctype, ldc, computeType, algo))
 
 // cuBLASLt.
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle), (handle))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtDestroy, (cublasLtHandle_t handle), (handle))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmul,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle), (handle))
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtDestroy, (cublasLtHandle_t handle), (handle))
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmul,
                       (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
                        const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
                        cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
@@ -135,31 +135,31 @@ TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmul,
                        cudaStream_t stream),
                       (handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
                        workspace, workspace_bytes, stream))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmulDescCreate,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmulDescCreate,
                       (cublasLtMatmulDesc_t * desc, cublasComputeType_t compute_type,
                        cudaDataType_t scale_type),
                       (desc, compute_type, scale_type))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmulDescDestroy, (cublasLtMatmulDesc_t desc),
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmulDescDestroy, (cublasLtMatmulDesc_t desc),
                       (desc))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmulDescSetAttribute,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmulDescSetAttribute,
                       (cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                        const void* buf, size_t bytes),
                       (desc, attr, buf, bytes))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmulPreferenceCreate,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmulPreferenceCreate,
                       (cublasLtMatmulPreference_t * pref), (pref))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmulPreferenceDestroy,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmulPreferenceDestroy,
                       (cublasLtMatmulPreference_t pref), (pref))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmulPreferenceSetAttribute,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmulPreferenceSetAttribute,
                       (cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
                        const void* buf, size_t bytes),
                       (pref, attr, buf, bytes))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatrixLayoutCreate,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatrixLayoutCreate,
                       (cublasLtMatrixLayout_t * layout, cudaDataType type, uint64_t rows,
                        uint64_t cols, int64_t ld),
                       (layout, type, rows, cols, ld))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatrixLayoutDestroy,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatrixLayoutDestroy,
                       (cublasLtMatrixLayout_t layout), (layout))
-TANDEM_CUBLAS_FORWARD(lt, cublasStatus_t, cublasLtMatmulAlgoGetHeuristic,
+TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtMatmulAlgoGetHeuristic,
                       (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                        cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
                        cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
