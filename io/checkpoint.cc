@@ -8,23 +8,9 @@
 #include <utility>
 
 #include "core/check.h"
-#include "layers/dropout.h"
-#include "layers/sequential.h"
 
 namespace tandem {
 namespace {
-
-void CollectDropouts(Layer& layer, std::vector<Dropout*>& out) {
-  if (auto* dropout = dynamic_cast<Dropout*>(&layer)) {
-    out.push_back(dropout);
-    return;
-  }
-  if (auto* sequential = dynamic_cast<Sequential*>(&layer)) {
-    for (size_t i = 0; i < sequential->size(); ++i) {
-      CollectDropouts(sequential->layer(i), out);
-    }
-  }
-}
 
 // Everything of a model and an optimizer that a checkpoint holds.
 struct Targets {
@@ -34,7 +20,7 @@ struct Targets {
     const char* owner;  // "model" or "optimizer"
   };
   std::vector<Slot> tensors;
-  std::vector<Dropout*> dropouts;
+  std::vector<StateWord> state;  // the model's (Layer::State)
 };
 
 Targets FindTargets(Layer& model, Optimizer& optimizer) {
@@ -49,12 +35,12 @@ Targets FindTargets(Layer& model, Optimizer& optimizer) {
   };
   for (Parameter& p : model.Parameters()) add(p.name, p.value, "model");
   for (auto& [name, tensor] : optimizer.State()) add(name, tensor, "optimizer");
-  CollectDropouts(model, targets.dropouts);
-  std::set<std::string> dropout_names;
-  for (Dropout* d : targets.dropouts) {
-    TANDEM_CHECK(dropout_names.insert(d->Name()).second)
-        << "checkpoint: model '" << model.Name()
-        << "' has two dropout layers named '" << d->Name() << "'";
+  targets.state = model.State();
+  std::set<std::string> state_names;
+  for (const StateWord& w : targets.state) {
+    TANDEM_CHECK(state_names.insert(w.name).second)
+        << "checkpoint: model '" << model.Name() << "' has two state words named '" << w.name
+        << "'; names key checkpoints and must be unique";
   }
   return targets;
 }
@@ -63,7 +49,7 @@ Targets FindTargets(Layer& model, Optimizer& optimizer) {
 // before anything is changed (see Restore).
 struct RestorePlan {
   std::vector<std::pair<Tensor*, const NamedTensor*>> copies;
-  std::vector<std::pair<Dropout*, uint64_t>> offsets;
+  std::vector<std::pair<uint64_t*, uint64_t>> words;
   std::vector<std::string> problems;
 };
 
@@ -125,30 +111,31 @@ void PlanTensorCopies(const CheckpointState& state, const Targets& targets,
   }
 }
 
-// Each Dropout layer needs its one-word offset; a saved dropout offset whose
-// layer the model lacks is a problem too.
-void PlanDropoutOffsets(const CheckpointState& state, const Targets& targets,
-                        RestorePlan& plan) {
-  std::set<std::string> dropout_keys;
-  for (Dropout* d : targets.dropouts) {
-    const std::string key = DropoutOffsetKey(d->Name());
-    dropout_keys.insert(key);
-    auto it = state.extra_u64.find(key);
+// Each state word of the model needs its saved value; a saved state word
+// the model lacks is a problem too. A checkpoint of a build that kept only
+// Dropout offsets, under "dropout.<layer>.offset", restores them.
+void PlanStateWords(const CheckpointState& state, const Targets& targets, RestorePlan& plan) {
+  std::set<std::string> used;
+  for (const StateWord& w : targets.state) {
+    auto it = state.extra_u64.find(StateWordKey(w.name));
+    if (it == state.extra_u64.end()) it = state.extra_u64.find("dropout." + w.name);
     if (it == state.extra_u64.end() || it->second.size() != 1) {
-      plan.problems.push_back("checkpoint has no offset for dropout layer '" +
-                              d->Name() + "' (key '" + key + "')");
+      plan.problems.push_back("checkpoint has no state word '" + w.name + "' (key '" +
+                              StateWordKey(w.name) + "')");
       continue;
     }
-    plan.offsets.emplace_back(d, it->second[0]);
+    used.insert(it->first);
+    plan.words.emplace_back(w.value, it->second[0]);
   }
+  auto ends_with = [](const std::string& text, const std::string& end) {
+    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+  };
   for (const auto& entry : state.extra_u64) {
     const std::string& key = entry.first;
-    const bool is_dropout = key.rfind("dropout.", 0) == 0 &&
-                            key.size() >= 7 &&
-                            key.compare(key.size() - 7, 7, ".offset") == 0;
-    if (is_dropout && dropout_keys.count(key) == 0) {
-      plan.problems.push_back("checkpoint has '" + key +
-                              "' but the model has no such dropout layer");
+    const bool is_state = key.rfind(kStateWordPrefix, 0) == 0 ||
+                          (key.rfind("dropout.", 0) == 0 && ends_with(key, ".offset"));
+    if (is_state && used.count(key) == 0) {
+      plan.problems.push_back("checkpoint has '" + key + "' but the model has no such state word");
     }
   }
 }
@@ -171,9 +158,7 @@ std::string DescribeProblems(const std::vector<std::string>& problems,
 
 }  // namespace
 
-std::string DropoutOffsetKey(const std::string& layer_name) {
-  return "dropout." + layer_name + ".offset";
-}
+std::string StateWordKey(const std::string& name) { return kStateWordPrefix + name; }
 
 CheckpointState Capture(Layer& model, Optimizer& optimizer,
                         const TrainingProgress& progress) {
@@ -188,9 +173,7 @@ CheckpointState Capture(Layer& model, Optimizer& optimizer,
     state.tensors.push_back(
         {slot.name, slot.tensor->shape(), slot.tensor->ToVector()});
   }
-  for (Dropout* d : targets.dropouts) {
-    state.extra_u64[DropoutOffsetKey(d->Name())] = {d->offset()};
-  }
+  for (const StateWord& w : targets.state) state.extra_u64[StateWordKey(w.name)] = {*w.value};
   return state;
 }
 
@@ -200,7 +183,7 @@ void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer) {
   // Phase 1: check everything, collecting every problem.
   RestorePlan plan;
   PlanTensorCopies(state, targets, optimizer, plan);
-  PlanDropoutOffsets(state, targets, plan);
+  PlanStateWords(state, targets, plan);
   if (state.step < 0) {
     plan.problems.push_back("checkpoint step is " + std::to_string(state.step));
   }
@@ -211,7 +194,7 @@ void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer) {
   for (auto& [tensor, t] : plan.copies) {
     tensor->CopyFrom(Tensor::FromVector(t->data, t->shape));
   }
-  for (auto& [dropout, offset] : plan.offsets) dropout->set_offset(offset);
+  for (auto& [word, value] : plan.words) *word = value;
   optimizer.set_steps(state.step);
   // Checkpoints keep float32 masters, whatever the precision that saved them:
   // a mixed-precision model computes with copies made from them.

@@ -4,7 +4,7 @@
 // A CheckpointState is a pure value: named host tensors (parameters and
 // optimizer state), the optimizer's step count, where in the data the run
 // stands (epoch, batch within the epoch), the seed and RNG words, and named
-// uint64 lists (dropout offsets). Capture copies it out of a model and an
+// uint64 lists (the model's state words: dropout offsets). Capture copies it out of a model and an
 // optimizer; Restore copies it back after checking ALL of it first, so a
 // checkpoint that does not fit the model changes nothing. Nothing here knows
 // about communicators: parallel/checkpointer.h adds the distributed save.
@@ -45,21 +45,23 @@ struct TrainingProgress {
   std::vector<uint64_t> rng_words;  // RngWords(rng) if a host RNG continues
 };
 
-// The Extra key Capture and Restore use for a Dropout layer's offset.
-std::string DropoutOffsetKey(const std::string& layer_name);
+// The extra_u64 key under which Capture keeps the model's state word `name`
+// (Layer::State): "state.<name>", e.g. "state.block1.drop.offset".
+inline constexpr const char* kStateWordPrefix = "state.";
+std::string StateWordKey(const std::string& name);
 
-// Copies `model`'s parameters, `optimizer`'s state tensors and step count,
-// and the offsets of every Dropout layer in `model` (found by dynamic_cast,
-// inside Sequential models at any depth) into a new state, with `progress`.
-// Throws if two tensors or two dropout layers share a name.
+// Copies `model`'s parameters and state words (every layer's in the tree,
+// Layer::Parameters and Layer::State), `optimizer`'s state tensors and step
+// count into a new state, with `progress`. Throws if two tensors or two
+// state words share a name.
 CheckpointState Capture(Layer& model, Optimizer& optimizer,
                         const TrainingProgress& progress);
 
-// Copies `state` back into `model` and `optimizer` (parameters, optimizer
-// state and steps, dropout offsets). Every check is made before anything is
+// Copies `state` back into `model` and `optimizer` (parameters, state
+// words, optimizer state and steps). Every check is made before anything is
 // changed: each model and optimizer tensor must be in the checkpoint with
-// the same shape, the checkpoint must hold no tensor the model lacks, each
-// Dropout layer must have its offset. On failure it throws tandem::Error
+// the same shape, each state word must have its value, and the checkpoint
+// must hold no tensor or state word the model lacks. On failure it throws tandem::Error
 // naming the first problem (and how many more there are), e.g.
 //   "checkpoint tensor 'fc1.weight' is [512, 784] but the model's is
 //    [256, 784]"

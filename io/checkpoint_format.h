@@ -66,8 +66,8 @@ struct CheckpointState {
   uint64_t seed = 0;
   // A host RNG's state (RngWords), or empty.
   std::vector<uint64_t> rng_words;
-  // Named lists of words: Capture stores each Dropout layer's offset as
-  // "dropout.<layer name>.offset"; trainers may add their own keys.
+  // Named lists of words: Capture stores the model's state words
+  // (Layer::State) as "state.<name>"; trainers may add their own keys.
   std::map<std::string, std::vector<uint64_t>> extra_u64;
   // Parameters, then optimizer state, in the order Capture met them.
   std::vector<NamedTensor> tensors;

@@ -26,6 +26,10 @@ class Dropout : public Layer {
   std::string Name() const override { return name_; }
   std::string Describe() const override;
 
+  // "<name>.offset": the position checkpoints keep and the pipeline's
+  // recompute repeats from.
+  std::vector<StateWord> State() override { return {{name_ + ".offset", &offset_}}; }
+
   // Elements drawn so far; the mask of the next Forward starts here.
   uint64_t offset() const { return offset_; }
   void set_offset(uint64_t offset) { offset_ = offset; }

@@ -30,6 +30,33 @@ Tensor Layer::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   return dx;
 }
 
+namespace {
+
+// What `get` returns for each child of `layer`, names prefixed by the
+// layer's ChildPrefix(): the default Parameters() and State().
+template <typename Entry, typename Get>
+std::vector<Entry> FromChildren(Layer& layer, Get get) {
+  std::vector<Entry> entries;
+  const std::string prefix = layer.ChildPrefix();
+  for (Layer* child : layer.Children()) {
+    for (Entry& entry : get(*child)) {
+      entry.name = prefix + entry.name;
+      entries.push_back(entry);
+    }
+  }
+  return entries;
+}
+
+}  // namespace
+
+std::vector<Parameter> Layer::Parameters() {
+  return FromChildren<Parameter>(*this, [](Layer& child) { return child.Parameters(); });
+}
+
+std::vector<StateWord> Layer::State() {
+  return FromChildren<StateWord>(*this, [](Layer& child) { return child.State(); });
+}
+
 void Layer::SetTraining(bool training) {
   training_ = training;
   for (Layer* child : Children()) child->SetTraining(training);

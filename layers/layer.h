@@ -26,15 +26,19 @@
 // before Backward then makes Backward throw, naming the layer, instead of
 // giving wrong gradients.
 //
-// Layers that contain other layers (Sequential, Residual) list them in
-// Children(): SetTraining reaches every layer below through it, so a
-// Dropout deep inside a model stops dropping at evaluation. Parameter
-// names follow one rule, see Note [Parameter names].
+// A model is a tree of layers. A layer that contains others (Sequential,
+// Residual, a user's two-branch block) lists them in Children(), and that is
+// all it must do: its parameters and state default to its children's, named
+// under its ChildPrefix(), and SetTraining, checkpoints, the reducer and the
+// pipeline reach every layer below through that one walk, so a Dropout deep
+// inside a model stops dropping at evaluation and resumes where it was.
+// Names follow one rule, see Note [Parameter names].
 //
 // See docs/custom_layers.md and examples/custom_layer/.
 #ifndef TANDEM_LAYERS_LAYER_H_
 #define TANDEM_LAYERS_LAYER_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -53,19 +57,29 @@ namespace tandem {
 // (writing the working copy in the same pass) and checkpoints keep.
 //
 // Note [Parameter names]
-// A parameter's name keys checkpoints and errors, so a model's names are
-// unique. A leaf layer names its parameters "<layer name>.<what>"
-// ("fc1.weight"). A layer that wraps others (Residual) prefixes its
-// children's names with its own name and a dot ("block1.fc.weight"; use
-// PrefixedParameters). A Sequential adds no prefix, so the model itself
+// A parameter's (or state word's) name keys checkpoints and errors, so a
+// model's names are unique. A leaf layer names its parameters "<layer
+// name>.<what>" ("fc1.weight"). A layer that contains others prefixes its
+// children's names with its ChildPrefix(), by default its own name and a
+// dot ("block1.fc.weight"). A Sequential adds no prefix, so the model itself
 // (the top Sequential) keeps the names of its layers; a Sequential inside a
 // wrapper gets the wrapper's prefix. Sequential::Add refuses a layer whose
-// parameter names repeat one already in the model, naming both layers.
+// parameter or state names repeat one already in the model, naming both
+// layers.
 struct Parameter {
   std::string name;
   Tensor* value;
   Tensor* grad;
   Tensor* working = nullptr;
+};
+
+// A word of a layer's state other than its parameters, which a resumed run
+// needs to continue bit for bit and a recomputed forward needs to repeat the
+// first: a Dropout's position in its mask stream, a step counter. Named as
+// parameters are (Note [Parameter names]): "<layer name>.<what>".
+struct StateWord {
+  std::string name;
+  uint64_t* value;
 };
 
 // How Backward writes parameter gradients.
@@ -146,7 +160,13 @@ class Layer {
   // the main lane, and calls args.on_params_ready on return.
   virtual Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args);
 
-  virtual std::vector<Parameter> Parameters() { return {}; }
+  // The parameters of this layer and of every layer below it. The default
+  // gives the children's, each name prefixed by ChildPrefix(); a layer with
+  // parameters of its own returns them (and its children's, if it has any).
+  virtual std::vector<Parameter> Parameters();
+  // The state words of this layer and of every layer below it; the default
+  // gives the children's, prefixed as their parameters are.
+  virtual std::vector<StateWord> State();
   // The instance name, e.g. "fc1"; used in errors, checkpoints and traces.
   virtual std::string Name() const = 0;
   // Name and configuration, e.g. "fc1 (Linear 784→512)".
@@ -156,6 +176,10 @@ class Layer {
   // (Sequential's layers, Residual's inner layer). A wrapper lists them
   // here; it need not handle the mode itself.
   virtual std::vector<Layer*> Children() { return {}; }
+  // What the default Parameters() and State() put before the children's
+  // names: "<name>." (Residual: "block1.fc.weight"); Sequential puts
+  // nothing, so a model keeps its layers' names.
+  virtual std::string ChildPrefix() const { return Name() + "."; }
 
   // Sets the mode of this layer and of every layer below it (Children()),
   // each child before its parent's OnModeChange.

@@ -15,8 +15,6 @@ std::string Residual::Describe() const {
   return name_ + " (Residual: " + inner_->Describe() + ")";
 }
 
-std::vector<Parameter> Residual::Parameters() { return PrefixedParameters(name_, *inner_); }
-
 Tensor Residual::Forward(const Tensor& x) {
   Tensor fx = inner_->Forward(x);
   TANDEM_CHECK(fx.shape() == x.shape())

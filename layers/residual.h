@@ -39,9 +39,9 @@ class Residual : public Layer {
   // serve), then dx = dy + its input gradient on args.lane; undefined when
   // !args.input_grad. Like Linear's, nothing joins args.param_lane.
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
-  // The inner layer's, named "<name>.<inner name>" (Note [Parameter names]
-  // in layers/layer.h).
-  std::vector<Parameter> Parameters() override;
+  // Its parameters and state are the inner layer's, named "<name>.<inner
+  // name>" (the default ChildPrefix; Note [Parameter names] in
+  // layers/layer.h).
   std::vector<Layer*> Children() override { return {inner_.get()}; }
   std::string Name() const override { return name_; }
   // "block1 (Residual: fc (Linear 64→64, relu))"

@@ -17,7 +17,7 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
         << "Sequential '" << name_ << "' already has a layer named '"
         << layer->Name() << "': names must be unique (they key checkpoints)";
   }
-  CheckNewParameterNames(*layer);
+  CheckNewNames(*layer);
   layer->SetTraining(training());
   layers_.push_back(std::move(layer));
   return *layers_.back();
@@ -101,14 +101,6 @@ void Sequential::ReleaseAfterParamWork(const Lane& lane, size_t layer,
   held.clear();
 }
 
-std::vector<Parameter> Sequential::Parameters() {
-  std::vector<Parameter> params;
-  for (auto& layer : layers_) {
-    for (Parameter& p : layer->Parameters()) params.push_back(p);
-  }
-  return params;
-}
-
 std::string Sequential::Describe() const {
   std::ostringstream out;
   out << name_ << " (Sequential:";
@@ -125,21 +117,34 @@ std::vector<Layer*> Sequential::Children() {
   return children;
 }
 
-void Sequential::CheckNewParameterNames(Layer& layer) {
-  std::map<std::string, const Layer*> owner;  // parameter name -> its layer
+namespace {
+
+// The names of `layer`'s parameters and state words, in order.
+std::vector<std::string> KeyNames(Layer& layer) {
+  std::vector<std::string> names;
+  for (const Parameter& p : layer.Parameters()) names.push_back(p.name);
+  for (const StateWord& w : layer.State()) names.push_back(w.name);
+  return names;
+}
+
+}  // namespace
+
+void Sequential::CheckNewNames(Layer& layer) {
+  std::map<std::string, const Layer*> owner;  // name -> its layer
   for (const auto& existing : layers_) {
-    for (const Parameter& p : existing->Parameters()) owner[p.name] = existing.get();
+    for (const std::string& name : KeyNames(*existing)) owner[name] = existing.get();
   }
   std::set<std::string> own;
-  for (const Parameter& p : layer.Parameters()) {
-    TANDEM_CHECK(own.insert(p.name).second)
+  for (const std::string& name : KeyNames(layer)) {
+    TANDEM_CHECK(own.insert(name).second)
         << "Sequential '" << name_ << "': layer " << layer.Describe()
-        << " has two parameters named '" << p.name
+        << " has two parameters or state words named '" << name
         << "': names must be unique (they key checkpoints)";
-    const auto found = owner.find(p.name);
+    const auto found = owner.find(name);
     TANDEM_CHECK(found == owner.end())
         << "Sequential '" << name_ << "': layer " << layer.Describe()
-        << " has a parameter named '" << p.name << "', as layer " << found->second->Describe()
+        << " has a parameter or state word named '" << name << "', as layer "
+        << found->second->Describe()
         << " already does: names must be unique (they key checkpoints); rename a layer, "
            "or wrap one in a layer that prefixes its names (Residual)";
   }

@@ -25,8 +25,8 @@ class Sequential : public Layer {
  public:
   explicit Sequential(std::string name = "model") : name_(std::move(name)) {}
 
-  // Appends a layer. Its name, and the names of its parameters, must be
-  // new to this model (they key checkpoints; Note [Parameter names] in
+  // Appends a layer. Its name, and the names of its parameters and state
+  // words, must be new to this model (they key checkpoints; Note [Parameter names] in
   // layers/layer.h): throws naming both layers otherwise. The layer takes
   // the model's training mode.
   Layer& Add(std::unique_ptr<Layer> layer);
@@ -61,9 +61,9 @@ class Sequential : public Layer {
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args,
                       const LayerHooks& hooks);
 
-  // The layers' parameters under their own names (no prefix).
-  std::vector<Parameter> Parameters() override;
   std::vector<Layer*> Children() override;
+  // None: the layers' parameters and state keep their own names.
+  std::string ChildPrefix() const override { return ""; }
   std::string Name() const override { return name_; }
   std::string Describe() const override;
 
@@ -71,7 +71,7 @@ class Sequential : public Layer {
   Layer& layer(size_t i) { return *layers_.at(i); }
 
  private:
-  void CheckNewParameterNames(Layer& layer);
+  void CheckNewNames(Layer& layer);
   // See Note [Releasing what the parameter lane read] in sequential.cc.
   void RecordParamWork(const Lane& param_lane, size_t layer);
   void ReleaseAfterParamWork(const Lane& lane, size_t layer, std::vector<Tensor>& held);

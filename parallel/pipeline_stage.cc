@@ -36,9 +36,10 @@ namespace internal {
 // a stage computes M + (M - 1) forwards and M backwards per step. Memory per
 // stage is M boundary activations plus one micro-batch's internal ones.
 // Recomputing must reproduce the first forward bit for bit; every op is
-// deterministic, and the one layer with per-call state, Dropout, draws its
-// mask from a counter (offset) that we save before each micro-batch's forward
-// and restore before its recompute (and restore to the post-forward value
+// deterministic, and what a forward changes besides activations is the
+// layers' state words (Layer::State: a Dropout's mask counter, at any depth
+// of the stage's layers), which we save before each micro-batch's forward
+// and restore before its recompute (and restore to the post-forward values
 // afterwards, so the next step draws what single-device training would).
 //
 // Note [Stage lane]
@@ -104,7 +105,7 @@ StageWorker::StageWorker(int replica_index, int stage_index, int stages,
   for (size_t i = first_layer; i < end_layer; ++i) {
     Layer& layer = model.layer(i);
     layers.push_back(&layer);
-    if (auto* dropout = dynamic_cast<Dropout*>(&layer)) dropouts.push_back(dropout);
+    for (const StateWord& w : layer.State()) state.push_back(w);
     stage_model->Add(std::make_unique<StageLayer>(layer));
   }
 }
@@ -136,10 +137,10 @@ void StageWorker::Setup(const PipelineOptions& options) {
 void StageWorker::RunStep(int micro_batches, int64_t global_batch) {
   BeginStep(micro_batches);
   for (int m = 0; m < micro_batches; ++m) Forward(m, global_batch);
-  std::vector<uint64_t> end_offsets;
-  SaveDropoutOffsets(end_offsets);
+  std::vector<uint64_t> after_forwards;
+  SaveState(after_forwards);
   for (int m = micro_batches - 1; m >= 0; --m) Backward(m, micro_batches);
-  RestoreDropoutOffsets(end_offsets);
+  RestoreState(after_forwards);
   optimizer->Step();
   inputs.clear();
   targets.clear();
@@ -156,14 +157,14 @@ void StageWorker::BeginStep(int micro_batches) {
   optimizer->ZeroGrad();
   saved_.assign(micro_batches, Tensor());
   dlogits_.assign(micro_batches, Tensor());
-  dropout_offsets_.assign(micro_batches, {});
+  state_before_.assign(micro_batches, {});
   if (last) loss_total = Tensor::Zeros({1}, device);
 }
 
 void StageWorker::Forward(int micro, int64_t global_batch) {
   Tensor in = first ? Local(inputs[micro]) : fwd_in->Receive(micro, lane);
   saved_[micro] = in;
-  SaveDropoutOffsets(dropout_offsets_[micro]);
+  SaveState(state_before_[micro]);
   timer.Begin(micro);
   Tensor out = stage_model->Forward(in);
   if (last) {
@@ -180,7 +181,7 @@ void StageWorker::Backward(int micro, int micro_batches) {
   timer.Begin(micro_batches + micro);
   if (micro != micro_batches - 1) {
     // See Note [Recompute].
-    RestoreDropoutOffsets(dropout_offsets_[micro]);
+    RestoreState(state_before_[micro]);
     stage_model->Forward(saved_[micro]);
   }
   // Accumulate locally; all-reduce during the last backward (micro-batch
@@ -212,13 +213,13 @@ Tensor StageWorker::Local(const Tensor& t) const {
   return t.device() == device ? t : t.To(device);
 }
 
-void StageWorker::SaveDropoutOffsets(std::vector<uint64_t>& offsets) const {
-  offsets.resize(dropouts.size());
-  for (size_t i = 0; i < dropouts.size(); ++i) offsets[i] = dropouts[i]->offset();
+void StageWorker::SaveState(std::vector<uint64_t>& values) const {
+  values.resize(state.size());
+  for (size_t i = 0; i < state.size(); ++i) values[i] = *state[i].value;
 }
 
-void StageWorker::RestoreDropoutOffsets(const std::vector<uint64_t>& offsets) {
-  for (size_t i = 0; i < dropouts.size(); ++i) dropouts[i]->set_offset(offsets[i]);
+void StageWorker::RestoreState(const std::vector<uint64_t>& values) {
+  for (size_t i = 0; i < state.size(); ++i) *state[i].value = values[i];
 }
 
 }  // namespace internal

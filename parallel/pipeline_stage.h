@@ -19,7 +19,6 @@
 #include "core/device.h"
 #include "core/lane.h"
 #include "core/tensor.h"
-#include "layers/dropout.h"
 #include "layers/layer.h"
 #include "layers/loss.h"
 #include "layers/optimizer.h"
@@ -34,8 +33,8 @@ namespace internal {
 
 // A stage's view of one layer of the model: forwards Forward, both forms of
 // backward (Backward and BackwardWith, so a layer's own full form, such as
-// Linear's, still runs), Parameters, names and the training mode to the real
-// layer. See Note [Stage models].
+// Linear's, still runs), Parameters, State, names and the training mode to
+// the real layer. See Note [Stage models].
 class StageLayer final : public Layer {
  public:
   explicit StageLayer(Layer& target) : target_(target) {}
@@ -45,6 +44,7 @@ class StageLayer final : public Layer {
     return target_.BackwardWith(dy, args);
   }
   std::vector<Parameter> Parameters() override { return target_.Parameters(); }
+  std::vector<StateWord> State() override { return target_.State(); }
   std::string Name() const override { return target_.Name(); }
   std::string Describe() const override { return target_.Describe(); }
 
@@ -104,7 +104,7 @@ struct StageWorker {
   const bool first;
   const bool last;
   std::vector<Layer*> layers;      // the real layers, owned by the model
-  std::vector<Dropout*> dropouts;  // see Note [Recompute]
+  std::vector<StateWord> state;    // the layers' (Layer::State): Note [Recompute]
   std::unique_ptr<Sequential> stage_model;  // of StageLayer proxies
 
   // Set by the Pipeline before Setup.
@@ -134,12 +134,12 @@ struct StageWorker {
   Tensor BackwardThroughStage(const Tensor& grad, bool sync);
   // `t` on this stage's device (a handle when it is there already).
   Tensor Local(const Tensor& t) const;
-  void SaveDropoutOffsets(std::vector<uint64_t>& offsets) const;
-  void RestoreDropoutOffsets(const std::vector<uint64_t>& offsets);
+  void SaveState(std::vector<uint64_t>& values) const;
+  void RestoreState(const std::vector<uint64_t>& values);
 
   std::vector<Tensor> saved_;    // the stage's input of each micro-batch
   std::vector<Tensor> dlogits_;  // last stage: the loss gradient of each
-  std::vector<std::vector<uint64_t>> dropout_offsets_;  // [micro][dropout]
+  std::vector<std::vector<uint64_t>> state_before_;  // [micro][state word]
 };
 
 }  // namespace internal

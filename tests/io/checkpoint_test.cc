@@ -32,6 +32,7 @@
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/residual.h"
 #include "tests/support/device_test.h"
 
 namespace tandem {
@@ -500,8 +501,8 @@ TEST_P(CheckpointRestoreTest, CaptureRestoreResumesBitForBit) {
   EXPECT_EQ(saved.seed, 42u);
   // fc1.{weight,bias}, fc2.{weight,bias}, and adam_m/adam_v of each.
   EXPECT_EQ(saved.tensors.size(), 4u + 8u);
-  ASSERT_EQ(saved.extra_u64.count("dropout.drop1.offset"), 1u);
-  EXPECT_EQ(saved.extra_u64.at("dropout.drop1.offset"),
+  ASSERT_EQ(saved.extra_u64.count("state.drop1.offset"), 1u);
+  EXPECT_EQ(saved.extra_u64.at("state.drop1.offset"),
             std::vector<uint64_t>{2 * 4 * 5});  // 2 steps of [4, 5]
 
   const std::string path = TempPath("resume_" + std::to_string(device().is_cpu()) + ".tnd");
@@ -611,10 +612,19 @@ TEST(CheckpointRestoreErrorTest, ExtraTensorAndMissingDropoutOffsetAreRejected) 
   EXPECT_TRUE(t.Snapshot() == before);
 
   CheckpointState no_offset = before;
-  no_offset.extra_u64.erase("dropout.drop1.offset");
+  no_offset.extra_u64.erase("state.drop1.offset");
   no_offset.tensors[0].data[0] += 1.f;
   error = ErrorOf([&] { Restore(no_offset, *t.model, *t.optimizer); });
-  EXPECT_NE(error.find("checkpoint has no offset for dropout layer 'drop1'"),
+  EXPECT_NE(error.find("checkpoint has no state word 'drop1.offset' (key 'state.drop1.offset')"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(t.Snapshot() == before);
+
+  CheckpointState other_word = before;
+  other_word.extra_u64["state.block9.drop.offset"] = {3};
+  error = ErrorOf([&] { Restore(other_word, *t.model, *t.optimizer); });
+  EXPECT_NE(error.find("checkpoint has 'state.block9.drop.offset' but the model has no such "
+                       "state word"),
             std::string::npos)
       << error;
   EXPECT_TRUE(t.Snapshot() == before);
@@ -634,18 +644,69 @@ TEST(CheckpointRestoreErrorTest, RestoreRngNeedsFourWords) {
             std::string::npos);
 }
 
-TEST(CheckpointCaptureTest, FindsDropoutInNestedSequentials) {
-  Sequential outer("outer");
+// A user's container: it only lists its children (Layer::Children), and
+// gets its parameters and state from them under its name.
+class TwoBranches : public Layer {
+ public:
+  TwoBranches(std::string name, std::unique_ptr<Layer> a, std::unique_ptr<Layer> b)
+      : name_(std::move(name)), a_(std::move(a)), b_(std::move(b)) {}
+  Tensor Forward(const Tensor& x) override { return x; }
+  Tensor Backward(const Tensor& dy) override { return dy; }
+  std::vector<Layer*> Children() override { return {a_.get(), b_.get()}; }
+  std::string Name() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<Layer> a_, b_;
+};
+
+// Dropout at the top, in a nested Sequential, in a Residual, and in a
+// Sequential inside a user container: every offset is captured, under the
+// names the tree gives, and restored.
+std::unique_ptr<Sequential> NestedDropouts() {
+  auto model = std::make_unique<Sequential>("outer");
   auto inner = std::make_unique<Sequential>("inner");
   inner->Emplace<Dropout>("deep_drop", 0.5f, 3);
-  outer.Add(std::move(inner));
-  outer.Emplace<Dropout>("top_drop", 0.5f, 4);
-  static_cast<Dropout&>(static_cast<Sequential&>(outer.layer(0)).layer(0))
-      .set_offset(11);
+  model->Add(std::move(inner));
+  model->Emplace<Dropout>("top_drop", 0.5f, 4);
+  model->Emplace<Residual>("block", std::make_unique<Dropout>("drop", 0.5f, 5));
+  auto branch = std::make_unique<Sequential>("left");
+  branch->Emplace<Dropout>("drop", 0.5f, 6);
+  model->Emplace<TwoBranches>("pair", std::move(branch),
+                              std::make_unique<Dropout>("right_drop", 0.5f, 7));
+  return model;
+}
+
+TEST(CheckpointCaptureTest, CapturesAndRestoresStateAtAnyDepth) {
+  std::unique_ptr<Sequential> model = NestedDropouts();
+  uint64_t next = 11;
+  for (StateWord& w : model->State()) *w.value = next++;
   Sgd sgd({}, SgdParams{});
-  const CheckpointState s = Capture(outer, sgd, {});
-  EXPECT_EQ(s.extra_u64.at("dropout.deep_drop.offset"), std::vector<uint64_t>{11});
-  EXPECT_EQ(s.extra_u64.at("dropout.top_drop.offset"), std::vector<uint64_t>{0});
+  const CheckpointState s = Capture(*model, sgd, {});
+  EXPECT_EQ(s.extra_u64.at("state.deep_drop.offset"), std::vector<uint64_t>{11});
+  EXPECT_EQ(s.extra_u64.at("state.top_drop.offset"), std::vector<uint64_t>{12});
+  EXPECT_EQ(s.extra_u64.at("state.block.drop.offset"), std::vector<uint64_t>{13});
+  EXPECT_EQ(s.extra_u64.at("state.pair.drop.offset"), std::vector<uint64_t>{14});
+  EXPECT_EQ(s.extra_u64.at("state.pair.right_drop.offset"), std::vector<uint64_t>{15});
+
+  std::unique_ptr<Sequential> fresh = NestedDropouts();
+  Restore(s, *fresh, sgd);
+  std::vector<uint64_t> restored;
+  for (const StateWord& w : fresh->State()) restored.push_back(*w.value);
+  EXPECT_EQ(restored, (std::vector<uint64_t>{11, 12, 13, 14, 15}));
+}
+
+// Checkpoints of builds that kept only Dropout offsets, under
+// "dropout.<layer>.offset", still restore them.
+TEST(CheckpointCaptureTest, RestoresTheOlderDropoutOffsetKeys) {
+  Sequential model("m");
+  Dropout& drop = model.Emplace<Dropout>("drop1", 0.5f, 3);
+  Sgd sgd({}, SgdParams{});
+  CheckpointState s = Capture(model, sgd, {});
+  s.extra_u64.clear();
+  s.extra_u64["dropout.drop1.offset"] = {640};
+  Restore(s, model, sgd);
+  EXPECT_EQ(drop.offset(), 640u);
 }
 
 }  // namespace

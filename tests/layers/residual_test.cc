@@ -207,7 +207,7 @@ TEST(ResidualNamesTest, SequentialRefusesARepeatedParameterName) {
       continue;
     }
     const std::string text = ErrorText([&] { model.Add(std::move(block)); });
-    EXPECT_NE(text.find("layer b (Sequential: fc (Linear 2→2)) has a parameter named "
+    EXPECT_NE(text.find("layer b (Sequential: fc (Linear 2→2)) has a parameter or state word named "
                         "'fc.weight', as layer a (Sequential: fc (Linear 2→2)) already does"),
               std::string::npos)
         << text;
@@ -237,7 +237,9 @@ class TwoAlike : public Layer {
 TEST(ResidualNamesTest, SequentialRefusesALayerWithTwoNamesAlike) {
   Sequential model("model");
   const std::string text = ErrorText([&] { model.Add(std::make_unique<TwoAlike>()); });
-  EXPECT_NE(text.find("layer alike has two parameters named 'w'"), std::string::npos) << text;
+  EXPECT_NE(text.find("layer alike has two parameters or state words named 'w'"),
+            std::string::npos)
+      << text;
 }
 
 // model -> block (Residual) -> body (Sequential) -> drop (Dropout): eval

@@ -22,11 +22,14 @@
 #include "core/backend_registry.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "layers/dropout.h"
 #include "layers/layer.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/residual.h"
+#include "layers/sequential.h"
 #include "tests/support/dp_training.h"
 
 namespace tandem {
@@ -40,9 +43,28 @@ struct TrainSetup {
   int64_t batch = 12;  // 5 micro-batches: 3, 3, 2, 2, 2 examples
   std::string optimizer = "sgd";
   float dropout = 0.f;
+  // Instead of the MLP: fc1, two Residual blocks of a Linear and a Dropout
+  // (the Dropouts nested two deep), fc2.
+  bool residual_dropout = false;
 };
 
+std::unique_ptr<Sequential> ResidualDropoutModel(const TrainSetup& setup, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t in = setup.sizes.front(), width = 16, out = setup.sizes.back();
+  auto model = std::make_unique<Sequential>("residual_dropout");
+  model->Emplace<Linear>("fc1", in, width, rng, LinearOptions{Activation::kTanh});
+  for (int b = 1; b <= 2; ++b) {
+    auto body = std::make_unique<Sequential>("body");
+    body->Emplace<Linear>("fc", width, width, rng, LinearOptions{Activation::kTanh});
+    body->Emplace<Dropout>("drop", 0.25f, /*seed=*/7 + b);
+    model->Emplace<Residual>("block" + std::to_string(b), std::move(body));
+  }
+  model->Emplace<Linear>("fc2", width, out, rng);
+  return model;
+}
+
 std::unique_ptr<Sequential> MakeModel(const TrainSetup& setup, uint64_t seed) {
+  if (setup.residual_dropout) return ResidualDropoutModel(setup, seed);
   Rng rng(seed);
   MlpOptions options;
   options.dropout = setup.dropout;
@@ -271,6 +293,21 @@ TEST(PipelineTest, DropoutRecomputeDrawsTheSameMasks) {
     const double diff = MaxRelativeDifference(result.params[0], reference.params[0]);
     std::cout << "dropout 3 stages micro_batches=" << micro << ": " << diff << "\n";
     EXPECT_LE(diff, 1e-5) << "micro=" << micro;
+  }
+}
+
+// The same for Dropouts inside Residual blocks: the stage finds them
+// through the layer tree (Layer::State), not among its top-level layers.
+TEST(PipelineTest, NestedDropoutRecomputeDrawsTheSameMasks) {
+  TrainSetup setup;
+  setup.residual_dropout = true;  // fc1 block1(fc drop) block2(fc drop) fc2
+  const Result reference = TrainSingleDevice(setup);
+  for (auto [stages, micro] : {std::pair<int, int>{2, 3}, {3, 4}, {4, 5}}) {
+    const Result result = TrainPipeline(setup, stages, micro);
+    const double diff = MaxRelativeDifference(result.params[0], reference.params[0]);
+    std::cout << "nested dropout " << stages << " stages micro_batches=" << micro << ": " << diff
+              << "\n";
+    EXPECT_LE(diff, 1e-5) << "stages=" << stages << " micro=" << micro;
   }
 }
 

@@ -13,7 +13,11 @@
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/rng.h"
+#include "examples/custom_layer/add_branches.h"
+#include "layers/dropout.h"
+#include "layers/linear.h"
 #include "layers/mlp.h"
+#include "layers/residual.h"
 
 namespace tandem {
 namespace {
@@ -153,6 +157,66 @@ TEST(TrainerTest, ResumingARunByStepsIsBitwiseTheUninterruptedRun) {
     ASSERT_FALSE(resumed.evals.empty());
     EXPECT_EQ(resumed.evals.back().step, 17);
   }
+}
+
+// A model tree the runtime must walk: a Dropout inside a Residual, and one
+// in a Sequential inside a user container (AddBranches), beside one in the
+// container's other branch. `dropout` 0 leaves them out. Each worker draws
+// its own masks, as the examples seed them.
+std::unique_ptr<Sequential> BranchyModel(const ModelContext& m, float dropout) {
+  Rng rng(m.seed);
+  const uint64_t drop_seed = m.seed + 1 + 1000 * m.rank;
+  auto model = std::make_unique<Sequential>("branchy");
+  model->Emplace<Linear>("fc1", 8, 16, rng, LinearOptions{Activation::kRelu});
+  auto body = std::make_unique<Sequential>("body");
+  body->Emplace<Linear>("fc", 16, 16, rng, LinearOptions{Activation::kRelu});
+  if (dropout > 0) body->Emplace<Dropout>("drop", dropout, drop_seed);
+  model->Emplace<Residual>("block", std::move(body));
+  auto left = std::make_unique<Sequential>("left");
+  left->Emplace<Linear>("fc", 16, 16, rng, LinearOptions{Activation::kTanh});
+  if (dropout > 0) left->Emplace<Dropout>("drop", dropout, drop_seed + 1);
+  std::unique_ptr<Layer> right = std::make_unique<Linear>("right", 16, 16, rng);
+  if (dropout > 0) right = std::make_unique<Dropout>("right_drop", dropout, drop_seed + 2);
+  model->Emplace<example::AddBranches>("pair", std::move(left), std::move(right));
+  model->Emplace<Linear>("out", 16, 3, rng);
+  return model;
+}
+
+TrainResult TrainBranchy(const TrainConfig& config, float dropout) {
+  Fixture f;
+  f.task.build_model = [dropout](const ModelContext& m) { return BranchyModel(m, dropout); };
+  std::ostringstream log;
+  return Train(f.task, config, log);
+}
+
+// Every Dropout's position is in the checkpoint, found through the tree:
+// stopped and resumed, the run ends bitwise where the uninterrupted one does.
+TEST(TrainerTest, ResumingNestedDropoutsIsBitwiseTheUninterruptedRun) {
+  TrainConfig c = Quick();
+  c.steps = 17;
+  const TrainResult whole = TrainBranchy(c, 0.3f);
+  TrainConfig first = c;
+  first.checkpoint_dir = ::testing::TempDir() + "nested_dropout";
+  first.max_steps = 7;
+  TrainBranchy(first, 0.3f);
+  TrainConfig rest = first;
+  rest.max_steps = 0;
+  rest.resume = true;
+  const TrainResult resumed = TrainBranchy(rest, 0.3f);
+  EXPECT_EQ(resumed.parameters, whole.parameters);
+}
+
+// A model with a block of two branches joined by an add trains on 2 workers,
+// gradients reduced while backward runs, as on one.
+TEST(TrainerTest, TwoBranchModelTrainsDataParallelAsOnOneWorker) {
+  TrainConfig one = Quick();
+  one.launch.workers = 1;
+  TrainConfig two = Quick();
+  ASSERT_TRUE(two.overlap);
+  const TrainResult a = TrainBranchy(one, 0.f), b = TrainBranchy(two, 0.f);
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  ASSERT_FALSE(a.parameters.empty());
+  ExpectNear(b.parameters, a.parameters, 1e-5f);
 }
 
 TEST(TrainerTest, WarmUpRampsTheLearningRate) {
