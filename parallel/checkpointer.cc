@@ -37,7 +37,9 @@ namespace tandem {
 //   - dropout masks, which each rank draws from its own stream over its own
 //     shard: the saved offsets are rank 0's (see the integration note in
 //     docs/reliability.md).
-// Resuming with the SAME worker count and no dropout continues bit for bit.
+// Resuming with the SAME worker count continues bit for bit, with dropout
+// too where every rank's shards had rank 0's sizes (the batch a multiple of
+// the worker count), so that every rank's offsets are rank 0's.
 
 std::string CheckpointPath(const std::string& dir) {
   if (!dir.empty() && dir.back() == '/') return dir + kCheckpointFileName;

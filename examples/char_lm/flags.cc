@@ -35,6 +35,8 @@ std::optional<int> ParseCharLmFlags(int argc, const char* const* argv, CharLmCon
   std::string activation = "gelu";
   app.add_option("--activation", activation, "inside each block")
       ->check(CLI::IsMember({"relu", "gelu", "tanh"}));
+  app.add_option("--dropout", m.dropout, "in each block, after its last Linear; 0 <= p < 1")
+      ->check(CLI::Range(0.0, 0.999999));
   app.option_defaults()->group("Output");
   app.add_option("--samples", config.samples, "words sampled at the end")
       ->check(CLI::Range(0, 10000));

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
@@ -28,8 +29,9 @@ LayerNormOptions NormFor(const ModelConfig& config) {
   return options;
 }
 
-// x + fc2(act(fc1(ln(x)))), fc2's weights scaled down at initialisation
-// (kXavierUniform) so the stream starts near the identity.
+// x + drop(fc2(act(fc1(ln(x))))), fc2's weights scaled down at
+// initialisation (kXavierUniform) so the stream starts near the identity;
+// no Dropout where config.dropout is 0.
 std::unique_ptr<Layer> Block(const ModelConfig& config, int index, Rng& rng) {
   const std::string name = "block" + std::to_string(index);
   auto inner = std::make_unique<Sequential>("mlp");
@@ -39,6 +41,9 @@ std::unique_ptr<Layer> Block(const ModelConfig& config, int index, Rng& rng) {
   LinearOptions out = LinearFor(config, Activation::kIdentity);
   out.init = Init::kXavierUniform;
   inner->Emplace<Linear>("fc2", config.hidden, config.hidden, rng, out);
+  if (config.dropout > 0) {
+    inner->Emplace<Dropout>("drop", config.dropout, config.dropout_seed + index);
+  }
   return std::make_unique<Residual>(name, std::move(inner));
 }
 
@@ -52,6 +57,8 @@ std::unique_ptr<Sequential> BuildCharLm(const ModelConfig& config, Rng& rng) {
     TANDEM_CHECK(value >= 1) << "--" << flag << " must be at least 1, got " << value;
   }
   TANDEM_CHECK(config.blocks >= 0) << "--blocks must be at least 0, got " << config.blocks;
+  TANDEM_CHECK(config.dropout >= 0 && config.dropout < 1)
+      << "--dropout must be in [0, 1), got " << config.dropout;
   auto model = std::make_unique<Sequential>("char_lm");
   EmbeddingOptions embedding;
   embedding.precision = config.precision;

@@ -35,6 +35,8 @@ struct ModelConfig {
   int64_t hidden = 256;    // width of the residual stream
   int64_t blocks = 2;      // residual MLP blocks
   Activation activation = Activation::kGelu;
+  float dropout = 0.f;        // inside each block, after fc2; 0: none
+  uint64_t dropout_seed = 0;  // block b's Dropout draws from dropout_seed + b
   Device device = Device::Cpu();
   Precision precision = Precision::kFp32;
 };

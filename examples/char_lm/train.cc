@@ -99,6 +99,8 @@ CharLmResult TrainCharLm(const CharLmConfig& config, std::ostream& log) {
     model.vocab = corpus.vocab.size();
     model.device = context.device;
     model.precision = context.precision;
+    // Each worker draws its own masks, over its own share of the batch.
+    model.dropout_seed = context.seed + 1 + 1000 * context.rank;
     Rng rng(context.seed);
     return BuildCharLm(model, rng);
   };

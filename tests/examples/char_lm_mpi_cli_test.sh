@@ -11,11 +11,8 @@ log="$TMPDIR/mpi.log"
 fail() { echo "FAIL: $*"; cat "$log"; exit 1; }
 
 words="$TMPDIR/words.txt"
-for a in b c d f g h l m n p r s t; do
-  for b in a e i o u; do
-    for c in n r s t ''; do echo "$a$b$c"; echo "$a$b${c}ing"; done
-  done
-done >"$words"
+source "$PWD/tests/examples/tiny_words.sh"
+write_tiny_words "$words"
 tiny=(--words="$words" --steps=20 --eval_every=10 --batch_size=32 --context=3 --embed=4
   --hidden=16 --blocks=1 --samples=3)
 
