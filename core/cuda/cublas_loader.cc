@@ -1,13 +1,12 @@
 // cuBLAS and cuBLASLt, loaded when the CUDA backend first calls them.
 //
 // Note [cuBLAS loaded on first use]
-// libcublasLt is a 540 MB library: mapping and relocating it took 0.38 s of
-// every start of every program that linked it, CPU-only runs and usage
-// errors included (of 0.6 s for `fashion_mnist --epochs=0`). So nothing
-// links it: this file
-// defines the cuBLAS and cuBLASLt functions Tandem calls, with the headers'
-// own declarations, and each forwards to the library's function, found by
-// dlopen and dlsym on the first call of any of them. A program that never
+// libcublasLt is a 540 MB library, and mapping and relocating it at start
+// made every program that linked it slow to start, CPU-only runs and usage
+// errors included. So nothing links it: this file defines the cuBLAS and
+// cuBLASLt functions Tandem calls, with the headers' own declarations, and
+// each forwards to the library's function, found by dlopen and dlsym on the
+// first call of any of them. A program that never
 // makes a CUDA context never loads them; one that does pays the load once,
 // when its first cuBLAS handle is made.
 //
