@@ -128,7 +128,8 @@ void PlanStateWords(const CheckpointState& state, const Targets& targets, Restor
     plan.words.emplace_back(w.value, it->second[0]);
   }
   auto ends_with = [](const std::string& text, const std::string& end) {
-    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+    return text.size() >= end.size() &&
+           text.compare(text.size() - end.size(), end.size(), end) == 0;
   };
   for (const auto& entry : state.extra_u64) {
     const std::string& key = entry.first;

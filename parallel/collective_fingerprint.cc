@@ -33,8 +33,8 @@ int64_t Decode(const float* in) {
 // "rank 1 called AllReduce #3 (2000 bytes, bfloat16)": bytes and dtype as
 // Collective::Name gives them.
 std::string Describe(const Fingerprint& f, int rank) {
-  const char* name =
-      f.kind >= 0 && f.kind < kNumCollectiveKinds ? ToString(static_cast<CollectiveKind>(f.kind)) : "?";
+  const bool known = f.kind >= 0 && f.kind < kNumCollectiveKinds;
+  const char* name = known ? ToString(static_cast<CollectiveKind>(f.kind)) : "?";
   std::string text = "rank " + std::to_string(rank) + " called " + name + " #" +
                      std::to_string(f.sequence) + " (";
   if (f.dtype < 0 || f.dtype >= kNumDTypes) {

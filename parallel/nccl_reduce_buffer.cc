@@ -106,7 +106,8 @@ Tensor NcclCommunicator::NewReduceBuffer(int64_t count, Device device) {
   if (!symmetric_memory_ || count <= 0) return Tensor::Zeros({count}, device);
 #if TANDEM_NCCL_HAS_SYMMETRIC_MEMORY
   state_->ThrowIfAborted();
-  const std::string context = Context(Announce(CollectiveKind::kWindowRegister, count)) + " (" + kWayOut + ")";
+  const std::string context =
+      Context(Announce(CollectiveKind::kWindowRegister, count)) + " (" + kWayOut + ")";
   cuda::DeviceGuard guard(device_);
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
   auto buffer = std::make_shared<SymmetricBuffer>(state_, device_, bytes, context);

@@ -207,8 +207,8 @@ TEST(ResidualNamesTest, SequentialRefusesARepeatedParameterName) {
       continue;
     }
     const std::string text = ErrorText([&] { model.Add(std::move(block)); });
-    EXPECT_NE(text.find("layer b (Sequential: fc (Linear 2→2)) has a parameter or state word named "
-                        "'fc.weight', as layer a (Sequential: fc (Linear 2→2)) already does"),
+    EXPECT_NE(text.find("layer b (Sequential: fc (Linear 2→2)) has a parameter or state word "
+                        "named 'fc.weight', as layer a (Sequential: fc (Linear 2→2)) already does"),
               std::string::npos)
         << text;
   }
