@@ -2,7 +2,8 @@
 // and GPU without knowing which, and never makes the host wait (every op is
 // queued on the device). Tandem's own LayerNorm (layers/layer_norm.h) fuses
 // the same arithmetic into one kernel each way; this one shows how far the
-// op set takes a custom layer. docs/custom_layers.md walks through it.
+// op set takes a custom layer. It computes in float32 and casts a bf16
+// model's activations at its edges. docs/custom_layers.md walks through it.
 //
 //   y = (x - mean) * rsqrt(var + eps) * gamma + beta, row by row
 #ifndef TANDEM_EXAMPLES_CUSTOM_LAYER_ROW_NORM_H_
@@ -32,10 +33,11 @@ class RowNorm : public tandem::Layer {
     dbeta_ = Tensor::Zeros({features}, device);
   }
 
-  Tensor Forward(const Tensor& x) override {  // x [rows, features], float32
-    TANDEM_CHECK(x.rank() == 2 && x.dim(1) == features_)
-        << "layer '" << name_ << "' got input " << tandem::ShapeToString(x.shape())
+  Tensor Forward(const Tensor& x_in) override {  // x [rows, features]
+    TANDEM_CHECK(x_in.rank() == 2 && x_in.dim(1) == features_)
+        << "layer '" << name_ << "' got input " << tandem::ShapeToString(x_in.shape())
         << ": expected [rows, " << features_ << "]";
+    const Tensor x = ops::ToDType(x_in, tandem::DType::kFloat32);  // bf16 models too
     const int64_t rows = x.dim(0);
     Tensor mean = Tensor::Empty({rows}, x.device());
     Tensor rstd = Tensor::Empty({rows}, x.device());
@@ -55,7 +57,8 @@ class RowNorm : public tandem::Layer {
   }
 
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
-  Tensor Backward(const Tensor& dy) override {
+  Tensor Backward(const Tensor& dy_in) override {
+    const Tensor dy = ops::ToDType(dy_in, tandem::DType::kFloat32);
     const Tensor& xhat = xhat_.Get(*this);
     const Tensor& rstd = rstd_.Get(*this);
     const int64_t rows = dy.dim(0);

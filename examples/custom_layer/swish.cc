@@ -4,6 +4,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/ops.h"
 #ifdef EXAMPLE_WITH_CUDA
 #include "core/cuda/user_kernels.h"
 #include "examples/custom_layer/swish_kernels.h"
@@ -28,16 +29,10 @@ void NeedCudaBuild(const Tensor& x, const std::string& layer) {
 
 }  // namespace
 
-void Swish::CheckFloat32(const Tensor& t, const char* what) const {
-  TANDEM_CHECK(t.dtype() == tandem::DType::kFloat32)
-      << "layer '" << name_ << "' (Swish) got a " << tandem::DTypeName(t.dtype()) << " "
-      << what << " " << tandem::ShapeToString(t.shape())
-      << ": its kernels take float32: convert with ops::ToDType(x, DType::kFloat32) first";
-}
-
-Tensor Swish::Forward(const Tensor& x) {
-  CheckFloat32(x, "input");
-  NeedCudaBuild(x, name_);
+Tensor Swish::Forward(const Tensor& x_in) {
+  NeedCudaBuild(x_in, name_);
+  // The kernels take float32: a bf16 model's activations are cast at the edges.
+  const Tensor x = tandem::ops::ToDType(x_in, tandem::DType::kFloat32);
   Tensor y = Tensor::Empty(x.shape(), x.device());
   if (x.device().is_cuda()) {
 #ifdef EXAMPLE_WITH_CUDA
@@ -54,9 +49,9 @@ Tensor Swish::Forward(const Tensor& x) {
   return y;
 }
 
-Tensor Swish::Backward(const Tensor& dy) {
+Tensor Swish::Backward(const Tensor& dy_in) {
   const Tensor& x = input_.Get(*this);
-  CheckFloat32(dy, "output gradient");
+  const Tensor dy = tandem::ops::ToDType(dy_in, tandem::DType::kFloat32);
   TANDEM_CHECK(dy.shape() == x.shape() && dy.device() == x.device())
       << "layer '" << name_ << "' (Swish) got an output gradient "
       << tandem::ShapeToString(dy.shape()) << " on " << dy.device()

@@ -6,8 +6,12 @@
 // through it.
 //
 //   example::Swish act("act");
-//   Tensor y = act.Forward(x);        // x float32, any shape, CPU or GPU
+//   Tensor y = act.Forward(x);        // x any shape, CPU or GPU
 //   Tensor dx = act.Backward(dy);
+//
+// Its kernels compute in float32: in a bf16 model it casts its input and
+// output gradient to float32, and returns float32 (docs/custom_layers.md,
+// rule 6).
 //
 // Built without CUDA (Bazel found no toolkit), the layer still runs on the
 // CPU; there are then no GPU tensors to give it.
@@ -26,7 +30,7 @@ class Swish : public tandem::Layer {
  public:
   explicit Swish(std::string name) : name_(std::move(name)) {}
 
-  // x: float32, any shape. Throws naming the layer for another dtype.
+  // x: any shape, float32 or bfloat16; y is float32.
   tandem::Tensor Forward(const tandem::Tensor& x) override;
   // dx = dy * s * (1 + x * (1 - s)), s = sigmoid(x) of the last Forward.
   tandem::Tensor Backward(const tandem::Tensor& dy) override;
@@ -35,8 +39,6 @@ class Swish : public tandem::Layer {
   std::string Describe() const override { return name_ + " (Swish)"; }
 
  private:
-  void CheckFloat32(const tandem::Tensor& t, const char* what) const;
-
   std::string name_;
   tandem::SavedTensor input_{"input"};
 };

@@ -1,8 +1,8 @@
 // The layer norm of docs/custom_layers.md, built from public ops only
 // (examples/custom_layer/row_norm.h): its gradients pass a finite-difference
-// check, it matches Tandem's fused LayerNorm on every device, and on a GPU
-// its Forward and Backward make the host wait nowhere. GPU cases skip,
-// saying why, where no GPU is visible.
+// check, it matches Tandem's fused LayerNorm on every device, it casts
+// bfloat16 tensors at its edges, and on a GPU its Forward and Backward make
+// the host wait nowhere. GPU cases skip, saying why, where no GPU is visible.
 #include "examples/custom_layer/row_norm.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/ops.h"
 #include "core/rng.h"
 #include "layers/gradient_check.h"
 #include "layers/layer_norm.h"
@@ -58,6 +59,22 @@ TEST_P(RowNormDeviceTest, MatchesTheFusedLayerNorm) {
     EXPECT_LT(MaxDiff(*mine.Parameters()[p].grad, *fused.Parameters()[p].grad), 1e-3)
         << mine.Parameters()[p].name;
   }
+}
+
+// In a bf16 model (docs/custom_layers.md, rule 6) it casts its input and
+// output gradient to float32: the results are the float32 layer's on the
+// rounded values, in float32.
+TEST_P(RowNormDeviceTest, CastsBfloat16AtItsEdges) {
+  example::RowNorm mixed("norm", 7, device()), plain("norm", 7, device());
+  const Tensor x = ops::ToDType(RandomRows(5, 7, 1, device()), DType::kBFloat16);
+  const Tensor dy = ops::ToDType(RandomRows(5, 7, 2, device()), DType::kBFloat16);
+  const Tensor y = mixed.Forward(x);
+  const Tensor dx = mixed.Backward(dy);
+  EXPECT_EQ(y.dtype(), DType::kFloat32);
+  EXPECT_EQ(dx.dtype(), DType::kFloat32);
+  EXPECT_EQ(y.ToVector(), plain.Forward(ops::ToDType(x, DType::kFloat32)).ToVector());
+  EXPECT_EQ(dx.ToVector(), plain.Backward(ops::ToDType(dy, DType::kFloat32)).ToVector());
+  EXPECT_EQ(mixed.Parameters()[0].grad->ToVector(), plain.Parameters()[0].grad->ToVector());
 }
 
 TEST_P(RowNormDeviceTest, TheHostNeverWaits) {
