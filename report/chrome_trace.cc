@@ -1,7 +1,8 @@
 #include "report/chrome_trace.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
-#include <cstdio>
 
 #include "core/check.h"
 #include "report/write_file.h"
@@ -13,22 +14,17 @@ namespace {
 // Metadata event: {"name":"process_name","ph":"M","pid":0,"tid":0,"args":{...}}.
 std::string Metadata(const char* kind, int pid, int tid, const NumberFields& numbers,
                      const StringFields& strings) {
-  std::string event = "{\"name\":";
-  AppendJsonString(kind, &event);
-  event += ",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-           ",\"tid\":" + std::to_string(tid) + ",\"args\":";
-  AppendJsonObject(numbers, strings, &event);
-  event += '}';
-  return event;
+  return JsonText(Json{{"name", kind},
+                       {"ph", "M"},
+                       {"pid", pid},
+                       {"tid", tid},
+                       {"args", JsonObject(numbers, strings)}});
 }
 
-// Fixed three decimals: nanosecond resolution, and no exponent for a viewer
-// to trip on.
-std::string Micros(double us) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.3f", us);
-  return buffer;
-}
+// Rounded to nanoseconds: "1500", "12.346"; no exponent for a viewer to
+// trip on (nlohmann writes fractions down to 0.001, and times below 10^15
+// us, 31 years, without one).
+Json Micros(double us) { return JsonNumber(std::round(us * 1000) / 1000); }
 
 }  // namespace
 
@@ -84,18 +80,15 @@ void ChromeTrace::AddCompleteMicros(const std::string& name, const std::string& 
     }
   }
   // Rendered outside the lock: worker threads only contend for the push.
-  std::string event = "{\"name\":";
-  AppendJsonString(name, &event);
-  event += ",\"cat\":";
-  AppendJsonString(category, &event);
-  event += ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) +
-           ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + Micros(start_us) +
-           ",\"dur\":" + Micros(duration_us);
-  if (!args.empty() || !string_args.empty()) {
-    event += ",\"args\":";
-    AppendJsonObject(args, string_args, &event);
-  }
-  event += '}';
+  Json fields{{"name", name},
+              {"cat", category},
+              {"ph", "X"},
+              {"pid", pid},
+              {"tid", tid},
+              {"ts", Micros(start_us)},
+              {"dur", Micros(duration_us)}};
+  if (!args.empty() || !string_args.empty()) fields["args"] = JsonObject(args, string_args);
+  std::string event = JsonText(fields);
   std::lock_guard<std::mutex> lock(mutex_);
   if (static_cast<int64_t>(events_.size()) >= max_events_) {
     ++dropped_;  // another thread filled the last slot meanwhile
@@ -126,8 +119,8 @@ std::string ChromeTrace::ToJson() const {
     }
   }
   json += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":";
-  AppendJsonObject({{"dropped_events", static_cast<double>(dropped_)}},
-                   {{"producer", "tandem"}}, &json);
+  json += JsonText(JsonObject({{"dropped_events", static_cast<double>(dropped_)}},
+                              {{"producer", "tandem"}}));
   json += "}\n";
   return json;
 }

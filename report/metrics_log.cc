@@ -1,5 +1,7 @@
 #include "report/metrics_log.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -29,8 +31,7 @@ MetricsLog::MetricsLog(const std::string& path, const std::string& flag, OpenMod
 }
 
 void MetricsLog::Write(const NumberFields& numbers, const StringFields& strings) {
-  std::string line;
-  AppendJsonObject(numbers, strings, &line);
+  std::string line = JsonText(JsonObject(numbers, strings));
   line.push_back('\n');
   std::lock_guard<std::mutex> lock(mutex_);
   // One fwrite of the whole line, then fflush: the line reaches the kernel

@@ -18,6 +18,7 @@ PACKAGES=(
   openmpi-bin            # mpirun
   libgtest-dev           # GoogleTest
   libcli11-dev           # command-line flags
+  nlohmann-json3-dev     # JSON: safetensors headers, metrics log, Chrome traces
   dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
   python3                # tests/tools:dp_summary_test runs bench/dp_summary.py
   python3-numpy          # tests/io:safetensors_numpy_test reads Tandem's files with numpy

@@ -10,28 +10,36 @@ namespace testing {
 namespace {
 
 TEST(JsonCheckerTest, AcceptsValidDocuments) {
-  JsonValue v;
+  nlohmann::ordered_json v;
   std::string error;
   ASSERT_TRUE(ParseJson(R"( {"a":[1,-2.5e3,true,null,"x\"\u00e9\ud83d\ude00"],"b":{}} )",
                         &v, &error))
       << error;
-  ASSERT_EQ(v.kind, JsonValue::Kind::kObject);
-  const JsonValue* a = v.Find("a");
-  ASSERT_NE(a, nullptr);
-  ASSERT_EQ(a->array.size(), 5u);
-  EXPECT_EQ(a->array[1].number, -2500.0);
-  EXPECT_EQ(a->array[4].string, "x\"\xc3\xa9\xf0\x9f\x98\x80");
+  ASSERT_TRUE(v.is_object());
+  ASSERT_TRUE(v.contains("a"));
+  const nlohmann::ordered_json& a = v.at("a");
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[1].get<double>(), -2500.0);
+  EXPECT_EQ(a[4].get<std::string>(), "x\"\xc3\xa9\xf0\x9f\x98\x80");
 }
 
 TEST(JsonCheckerTest, RejectsInvalidDocuments) {
   for (const char* bad :
        {"", "{", "{\"a\":1,}", "[1,]", "{'a':1}", "{\"a\":NaN}", "{\"a\":Infinity}",
         "{\"a\":01}", "{\"a\":.5}", "{\"a\":1.}", "{\"a\":+1}", "\"tab\there\"",
-        "\"\\x\"", "{\"a\":1}{", "{\"a\":1,\"a\":2}", "\"\\ud800\"", "nul"}) {
-    JsonValue v;
+        "\"\\x\"", "{\"a\":1}{", "{\"a\":1,\"a\":2}", "[{\"o\":{\"b\":1,\"b\":2}}]",
+        "\"\\ud800\"", "nul", "\"\xff\"", "// c\n1"}) {
+    nlohmann::ordered_json v;
     std::string error;
     EXPECT_FALSE(ParseJson(bad, &v, &error)) << "accepted: " << bad;
   }
+  nlohmann::ordered_json nul;
+  std::string nul_error;
+  EXPECT_FALSE(ParseJson(std::string_view("{}\0}", 4), &nul, &nul_error)) << "accepted a NUL";
+  // The same key in two objects is no repeat.
+  nlohmann::ordered_json v;
+  std::string error;
+  EXPECT_TRUE(ParseJson(R"([{"a":1},{"a":{"a":2}}])", &v, &error)) << error;
 }
 
 TEST(XmlCheckerTest, AcceptsAndDecodes) {

@@ -1,6 +1,7 @@
 #include "report/chrome_trace.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdlib>
@@ -15,7 +16,6 @@
 namespace tandem {
 namespace {
 
-using testing::JsonValue;
 using std::chrono::microseconds;
 
 std::string TempPath(const std::string& name) {
@@ -23,23 +23,27 @@ std::string TempPath(const std::string& name) {
   return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
 }
 
-JsonValue ParseTrace(const std::string& json) {
-  JsonValue v;
+Json ParseTrace(const std::string& json) {
+  Json v;
   std::string error;
   EXPECT_TRUE(testing::ParseJson(json, &v, &error)) << error;
   return v;
 }
 
 // The events of a parsed trace with phase `ph`.
-std::vector<const JsonValue*> EventsOf(const JsonValue& trace, const std::string& ph) {
-  std::vector<const JsonValue*> out;
-  const JsonValue* events = trace.Find("traceEvents");
-  if (events == nullptr) return out;
-  for (const JsonValue& e : events->array) {
-    const JsonValue* phase = e.Find("ph");
-    if (phase != nullptr && phase->string == ph) out.push_back(&e);
+std::vector<const Json*> EventsOf(const Json& trace, const std::string& ph) {
+  std::vector<const Json*> out;
+  if (!trace.contains("traceEvents")) return out;
+  for (const Json& e : trace.at("traceEvents")) {
+    if (e.value("ph", "") == ph) out.push_back(&e);
   }
   return out;
+}
+
+// The number or string at `key` of `event`; throws if it has none.
+double Number(const Json& event, const char* key) { return event.at(key).get<double>(); }
+std::string String(const Json& event, const char* key) {
+  return event.at(key).get<std::string>();
 }
 
 TEST(ChromeTraceTest, WritesCompleteEventsAndRowNames) {
@@ -55,35 +59,35 @@ TEST(ChromeTraceTest, WritesCompleteEventsAndRowNames) {
                     {{"params", "fc2.weight,fc2.bias"}});
   EXPECT_EQ(trace.num_events(), 2);
 
-  const JsonValue v = ParseTrace(trace.ToJson());
-  ASSERT_EQ(v.kind, JsonValue::Kind::kObject);
-  EXPECT_EQ(v.Find("displayTimeUnit")->string, "ms");
-  ASSERT_EQ(v.Find("traceEvents")->kind, JsonValue::Kind::kArray);
+  const Json v = ParseTrace(trace.ToJson());
+  ASSERT_TRUE(v.is_object());
+  EXPECT_EQ(String(v, "displayTimeUnit"), "ms");
+  ASSERT_TRUE(v.at("traceEvents").is_array());
 
-  const std::vector<const JsonValue*> complete = EventsOf(v, "X");
+  const std::vector<const Json*> complete = EventsOf(v, "X");
   ASSERT_EQ(complete.size(), 2u);
-  const JsonValue& backward = *complete[0];
-  EXPECT_EQ(backward.Find("name")->string, "backward fc2");
-  EXPECT_EQ(backward.Find("cat")->string, "compute");
-  EXPECT_EQ(backward.Find("pid")->number, 0);
-  EXPECT_EQ(backward.Find("tid")->number, 0);
-  EXPECT_EQ(backward.Find("ts")->number, 1500.0);
-  EXPECT_EQ(backward.Find("dur")->number, 750.0);
-  EXPECT_EQ(backward.Find("args")->Find("layer")->number, 2);
-  const JsonValue& reduce = *complete[1];
-  EXPECT_EQ(reduce.Find("tid")->number, 1);
-  EXPECT_EQ(reduce.Find("ts")->number, 2000.0);
-  EXPECT_EQ(reduce.Find("dur")->number, 3000.0);
-  EXPECT_EQ(reduce.Find("args")->Find("bytes")->number, 4194304);
-  EXPECT_EQ(reduce.Find("args")->Find("params")->string, "fc2.weight,fc2.bias");
+  const Json& backward = *complete[0];
+  EXPECT_EQ(String(backward, "name"), "backward fc2");
+  EXPECT_EQ(String(backward, "cat"), "compute");
+  EXPECT_EQ(Number(backward, "pid"), 0);
+  EXPECT_EQ(Number(backward, "tid"), 0);
+  EXPECT_EQ(Number(backward, "ts"), 1500.0);
+  EXPECT_EQ(Number(backward, "dur"), 750.0);
+  EXPECT_EQ(Number(backward.at("args"), "layer"), 2);
+  const Json& reduce = *complete[1];
+  EXPECT_EQ(Number(reduce, "tid"), 1);
+  EXPECT_EQ(Number(reduce, "ts"), 2000.0);
+  EXPECT_EQ(Number(reduce, "dur"), 3000.0);
+  EXPECT_EQ(Number(reduce.at("args"), "bytes"), 4194304);
+  EXPECT_EQ(String(reduce.at("args"), "params"), "fc2.weight,fc2.bias");
 
   // Row names and sort order, as metadata events.
   std::vector<std::string> names;
-  for (const JsonValue* m : EventsOf(v, "M")) {
-    const std::string kind = m->Find("name")->string;
+  for (const Json* m : EventsOf(v, "M")) {
+    const std::string kind = String(*m, "name");
     if (kind == "process_name" || kind == "thread_name") {
-      names.push_back(kind + ":" + std::to_string(static_cast<int>(m->Find("tid")->number)) +
-                      ":" + m->Find("args")->Find("name")->string);
+      names.push_back(kind + ":" + std::to_string(static_cast<int>(Number(*m, "tid"))) +
+                      ":" + String(m->at("args"), "name"));
     }
   }
   EXPECT_EQ(names, (std::vector<std::string>{"process_name:0:worker 0",
@@ -94,27 +98,33 @@ TEST(ChromeTraceTest, WritesCompleteEventsAndRowNames) {
 TEST(ChromeTraceTest, TimestampsKeepSubMicrosecondResolution) {
   ChromeTrace trace;
   trace.AddCompleteMicros("tiny", "compute", 0, 0, 12.3456, 0.25);
-  const JsonValue v = ParseTrace(trace.ToJson());
-  const JsonValue& e = *EventsOf(v, "X").at(0);
-  EXPECT_DOUBLE_EQ(e.Find("ts")->number, 12.346);  // nanoseconds kept
-  EXPECT_DOUBLE_EQ(e.Find("dur")->number, 0.25);
-  EXPECT_EQ(e.Find("args"), nullptr);  // no args, no empty object
+  const Json v = ParseTrace(trace.ToJson());
+  const Json& e = *EventsOf(v, "X").at(0);
+  EXPECT_DOUBLE_EQ(Number(e, "ts"), 12.346);  // nanoseconds kept
+  EXPECT_DOUBLE_EQ(Number(e, "dur"), 0.25);
+  EXPECT_FALSE(e.contains("args"));  // no args, no empty object
+  // Compact, one event a line, fixed field order.
+  EXPECT_NE(trace.ToJson().find(
+                "\n{\"name\":\"tiny\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,"
+                "\"ts\":12.346,\"dur\":0.25}\n"),
+            std::string::npos)
+      << trace.ToJson();
 }
 
 TEST(ChromeTraceTest, NamesAreEscaped) {
   ChromeTrace trace;
   trace.SetProcessName(3, "worker \"3\"\n");
   trace.AddCompleteMicros("layer \\ fc<1>", "compute", 3, 0, 0, 1, {}, {{"note", "a\tb"}});
-  const JsonValue v = ParseTrace(trace.ToJson());
-  EXPECT_EQ(EventsOf(v, "X").at(0)->Find("name")->string, "layer \\ fc<1>");
-  EXPECT_EQ(EventsOf(v, "X").at(0)->Find("args")->Find("note")->string, "a\tb");
-  EXPECT_EQ(EventsOf(v, "M").at(0)->Find("args")->Find("name")->string, "worker \"3\"\n");
+  const Json v = ParseTrace(trace.ToJson());
+  EXPECT_EQ(String(*EventsOf(v, "X").at(0), "name"), "layer \\ fc<1>");
+  EXPECT_EQ(String(EventsOf(v, "X").at(0)->at("args"), "note"), "a\tb");
+  EXPECT_EQ(String(EventsOf(v, "M").at(0)->at("args"), "name"), "worker \"3\"\n");
 }
 
 TEST(ChromeTraceTest, EmptyTraceIsValid) {
   ChromeTrace trace;
-  const JsonValue v = ParseTrace(trace.ToJson());
-  EXPECT_TRUE(v.Find("traceEvents")->array.empty());
+  const Json v = ParseTrace(trace.ToJson());
+  EXPECT_TRUE(v.at("traceEvents").empty());
 }
 
 TEST(ChromeTraceTest, EventsEndingBeforeTheyStartAreRejected) {
@@ -131,9 +141,9 @@ TEST(ChromeTraceTest, EventsBeyondTheCapAreCountedNotKept) {
   for (int i = 0; i < 5; ++i) trace.AddCompleteMicros("step", "compute", 0, 0, i * 10.0, 5);
   EXPECT_EQ(trace.num_events(), 3);
   EXPECT_EQ(trace.num_dropped(), 2);
-  const JsonValue v = ParseTrace(trace.ToJson());
+  const Json v = ParseTrace(trace.ToJson());
   EXPECT_EQ(EventsOf(v, "X").size(), 3u);
-  EXPECT_EQ(v.Find("otherData")->Find("dropped_events")->number, 2);
+  EXPECT_EQ(Number(v.at("otherData"), "dropped_events"), 2);
 }
 
 TEST(ChromeTraceTest, WorkersRecordConcurrently) {
@@ -151,12 +161,12 @@ TEST(ChromeTraceTest, WorkersRecordConcurrently) {
   }
   for (std::thread& t : workers) t.join();
   EXPECT_EQ(trace.num_events(), 1000);
-  const JsonValue v = ParseTrace(trace.ToJson());
+  const Json v = ParseTrace(trace.ToJson());
   std::vector<int> per_rank(4, 0);
-  for (const JsonValue* e : EventsOf(v, "X")) {
-    ++per_rank.at(static_cast<int>(e->Find("pid")->number));
-    EXPECT_GE(e->Find("ts")->number, 0);
-    EXPECT_GE(e->Find("dur")->number, 0);
+  for (const Json* e : EventsOf(v, "X")) {
+    ++per_rank.at(static_cast<int>(Number(*e, "pid")));
+    EXPECT_GE(Number(*e, "ts"), 0);
+    EXPECT_GE(Number(*e, "dur"), 0);
   }
   EXPECT_EQ(per_rank, std::vector<int>(4, 250));
 }

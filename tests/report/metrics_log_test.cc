@@ -1,6 +1,7 @@
 #include "report/metrics_log.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -16,8 +17,6 @@
 namespace tandem {
 namespace {
 
-using testing::JsonValue;
-
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
@@ -30,11 +29,11 @@ std::vector<std::string> Lines(const std::string& path) {
   return lines;
 }
 
-JsonValue Parse(const std::string& line) {
-  JsonValue v;
+Json Parse(const std::string& line) {
+  Json v;
   std::string error;
   EXPECT_TRUE(testing::ParseJson(line, &v, &error)) << error << "\nline: " << line;
-  EXPECT_EQ(v.kind, JsonValue::Kind::kObject) << line;
+  EXPECT_TRUE(v.is_object()) << line;
   return v;
 }
 
@@ -52,10 +51,10 @@ TEST(MetricsLogTest, EachWriteIsOneJsonObjectLine) {
   EXPECT_EQ(lines[0],
             R"({"step":100,"epoch":1,"loss":0.53,"accuracy":0.81,)"
             R"("samples_per_second":15000,"comm_wait_seconds":0.01,"split":"train"})");
-  const JsonValue second = Parse(lines[1]);
-  ASSERT_EQ(second.object.size(), 3u);
-  EXPECT_EQ(second.Find("accuracy")->number, 0.8);
-  EXPECT_EQ(second.Find("split")->string, "test");
+  const Json second = Parse(lines[1]);
+  ASSERT_EQ(second.size(), 3u);
+  EXPECT_EQ(second.at("accuracy").get<double>(), 0.8);
+  EXPECT_EQ(second.at("split").get<std::string>(), "test");
 }
 
 TEST(MetricsLogTest, NonFiniteNumbersAreNull) {
@@ -68,9 +67,9 @@ TEST(MetricsLogTest, NonFiniteNumbersAreNull) {
   const std::vector<std::string> lines = Lines(path);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0], R"({"loss":null,"grad_norm":null,"lr":null,"step":7})");
-  const JsonValue v = Parse(lines[0]);
-  EXPECT_EQ(v.Find("loss")->kind, JsonValue::Kind::kNull);
-  EXPECT_EQ(v.Find("step")->number, 7);
+  const Json v = Parse(lines[0]);
+  EXPECT_TRUE(v.at("loss").is_null());
+  EXPECT_EQ(v.at("step").get<double>(), 7);
 }
 
 TEST(MetricsLogTest, KeysAndStringsAreEscaped) {
@@ -82,12 +81,12 @@ TEST(MetricsLogTest, KeysAndStringsAreEscaped) {
   }
   const std::vector<std::string> lines = Lines(path);
   ASSERT_EQ(lines.size(), 1u);  // the newline inside the value stayed escaped
-  const JsonValue v = Parse(lines[0]);
-  ASSERT_EQ(v.object.size(), 3u);
-  EXPECT_EQ(v.object[0].first, nasty);
-  EXPECT_EQ(v.object[0].second.number, 1.5);
-  EXPECT_EQ(v.Find("note")->string, nasty);
-  EXPECT_EQ(v.Find("")->string, "");
+  const Json v = Parse(lines[0]);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v.begin().key(), nasty);
+  EXPECT_EQ(v.begin().value().get<double>(), 1.5);
+  EXPECT_EQ(v.at("note").get<std::string>(), nasty);
+  EXPECT_EQ(v.at("").get<std::string>(), "");
 }
 
 TEST(MetricsLogTest, NumbersRoundTripExactly) {
@@ -100,9 +99,9 @@ TEST(MetricsLogTest, NumbersRoundTripExactly) {
     for (size_t i = 0; i < values.size(); ++i) fields.push_back({"v" + std::to_string(i), values[i]});
     log.Write(fields);
   }
-  const JsonValue v = Parse(Lines(path).at(0));
+  const Json v = Parse(Lines(path).at(0));
   for (size_t i = 0; i < values.size(); ++i) {
-    EXPECT_EQ(v.object.at(i).second.number, values[i]) << i;
+    EXPECT_EQ(v.at("v" + std::to_string(i)).get<double>(), values[i]) << i;
   }
 }
 
@@ -123,8 +122,8 @@ TEST(MetricsLogTest, ConcurrentWritersNeverInterleave) {
   ASSERT_EQ(lines.size(), 800u);
   std::vector<int> per_rank(4, 0);
   for (const std::string& line : lines) {
-    const JsonValue v = Parse(line);
-    ++per_rank.at(static_cast<int>(v.Find("rank")->number));
+    const Json v = Parse(line);
+    ++per_rank.at(v.at("rank").get<int>());
   }
   EXPECT_EQ(per_rank, std::vector<int>(4, 200));
 }
