@@ -192,8 +192,8 @@ void RunTraining(const Options& o, Worker& w, bench::ResultPrinter& results) {
     if (plan.zero_grad) optimizer.ZeroGrad();
     loss.Forward(model.Forward(x), y, o.batch * w.size);
     if (measure_wait) {
-      reducer.set_layer_done_hook([&](size_t layer) {
-        if (layer != 0) return;
+      reducer.set_layer_done_hook([&](Layer& layer) {
+        if (&layer != &model.layer(0)) return;
         // Backward joins the parameter lane into the main lane right after
         // this anyway (Sequential::BackwardWith).
         ops::WaitFor(main, plan.args.param_lane);

@@ -79,6 +79,12 @@ Tensor Embedding::Forward(const Tensor& x) {
 }
 
 Tensor Embedding::Backward(const Tensor& dy) {
+  return BackwardWith(dy, BackwardArgs::For(dy.device()));
+}
+
+// The input is data: only the table's gradient, on args.lane, then
+// on_params_ready.
+Tensor Embedding::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   const Tensor& x = indices_.Get(*this);
   const int64_t n = x.numel();
   TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == x.dim(0) && dy.dim(1) == x.dim(1) * dim_)
@@ -88,10 +94,17 @@ Tensor Embedding::Backward(const Tensor& dy) {
   TANDEM_CHECK(dy.device() == x.device())
       << "layer '" << name_ << "' ran Forward on " << x.device()
       << " but got an output gradient on " << dy.device();
-  // A gradient left undefined (an update folded into an earlier backward)
-  // is made again, zeroed, as Linear does.
-  if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
-  ops::ScatterAddRows(dy.Reshape({n, dim_}), x.Reshape({n}), weight_grad_);
+  const Lane& lane = args.lane;
+  // The gradient starts from zero unless it accumulates; one left undefined
+  // (an update folded into an earlier backward) is made again, as Linear does.
+  if (!weight_grad_.defined()) {
+    weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
+  } else if (args.update != nullptr || args.grad_mode == GradMode::kOverwrite) {
+    ops::Fill(lane, weight_grad_, 0.f);
+  }
+  ops::ScatterAddRows(lane, dy.Reshape({n, dim_}), x.Reshape({n}), weight_grad_);
+  if (args.update != nullptr) args.update->FromGradient(lane, &weight_, weight_grad_);
+  if (args.on_params_ready) args.on_params_ready();
   indices_.Reset();
   return Tensor();
 }

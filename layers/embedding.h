@@ -51,6 +51,9 @@ class Embedding : public Layer {
   // into the gradient of row x[i] of the table, repeated indices adding up.
   // Returns an undefined Tensor: indices have no gradient.
   Tensor Backward(const Tensor& dy) override;
+  // The full protocol (layers/layer.h), on args.lane: the table's gradient,
+  // then args.on_params_ready.
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
   // "<name>.weight", [vocab, dim].
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }

@@ -1,7 +1,10 @@
 #include "layers/layer.h"
 
+#include <utility>
+
 #include "core/backend_registry.h"
 #include "core/ops.h"
+#include "core/profile_range.h"
 
 namespace tandem {
 
@@ -11,6 +14,53 @@ BackwardArgs BackwardArgs::For(Device device) {
   args.lane = backend.main_lane();
   args.param_lane = backend.side_lane();
   return args;
+}
+
+Tensor Layer::ForwardWith(const Tensor& x, const ForwardArgs&) { return Forward(x); }
+
+Tensor ForwardChild(Layer& child, const Tensor& x, const ForwardArgs& args) {
+  Tensor y;
+  {
+    ProfileRange range([&] { return "forward " + child.Name(); });
+    y = child.ForwardWith(x, args);
+  }
+  if (args.hooks != nullptr && args.hooks->on_forward_done) args.hooks->on_forward_done(child);
+  return y;
+}
+
+namespace {
+
+// See Note [Reports from the tree]. `range`: a profile range named after
+// the layer spans its BackwardWith, on_params_ready (where the reducer starts
+// all-reduces) included, on_backward_done not.
+Tensor BackwardReporting(Layer& layer, const Tensor& dy, BackwardArgs args, bool range) {
+  const LayerHooks* hooks = args.hooks;
+  args.on_params_ready = nullptr;
+  if (hooks != nullptr) {
+    if (hooks->prepare_backward) hooks->prepare_backward(layer, args);
+    if (hooks->on_params_ready) {
+      args.on_params_ready = [hooks, &layer] { hooks->on_params_ready(layer); };
+    }
+  }
+  Tensor dx;
+  if (range) {
+    ProfileRange profile([&] { return "backward " + layer.Name(); });
+    dx = layer.BackwardWith(dy, args);
+  } else {
+    dx = layer.BackwardWith(dy, args);
+  }
+  if (hooks != nullptr && hooks->on_backward_done) hooks->on_backward_done(layer);
+  return dx;
+}
+
+}  // namespace
+
+Tensor BackwardChild(Layer& child, const Tensor& dy, BackwardArgs args) {
+  return BackwardReporting(child, dy, std::move(args), /*range=*/true);
+}
+
+Tensor BackwardReported(Layer& model, const Tensor& dy, BackwardArgs args) {
+  return BackwardReporting(model, dy, std::move(args), /*range=*/false);
 }
 
 Tensor Layer::BackwardWith(const Tensor& dy, const BackwardArgs& args) {

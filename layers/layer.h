@@ -110,6 +110,36 @@ class InBackwardUpdate {
                             const Tensor& grad) = 0;
 };
 
+class Layer;
+struct BackwardArgs;
+
+// What a caller watching a pass through a model (the reducer, a trace) is
+// told of each layer in it, at any depth. Travels with the call
+// (BackwardArgs::hooks, ForwardArgs::hooks); every container passes it to
+// its children through ForwardChild and BackwardChild, so it reaches every
+// layer below. A layer whose pass does not pass it on (a user container
+// that implements only the simple Backward) is reported as a whole, its
+// children with it. See Note [Reports from the tree].
+struct LayerHooks {
+  // Before `layer`'s BackwardWith: may change its arguments (the reducer
+  // gives the layers nearest the input their parameter work on the main
+  // lane, and plans GEMMs for the SMs NCCL leaves).
+  std::function<void(Layer& layer, BackwardArgs& args)> prepare_backward;
+  // Every parameter gradient of `layer` (and of the layers below it) is
+  // queued (BackwardArgs::on_params_ready), though its input gradient may
+  // still be coming.
+  std::function<void(Layer& layer)> on_params_ready;
+  // `layer`'s BackwardWith has returned.
+  std::function<void(Layer& layer)> on_backward_done;
+  // `layer`'s ForwardWith has returned.
+  std::function<void(Layer& layer)> on_forward_done;
+};
+
+// What the caller of ForwardWith asks for, per call.
+struct ForwardArgs {
+  const LayerHooks* hooks = nullptr;  // not owned; null: none
+};
+
 // What the caller of Backward asks for, per call.
 struct BackwardArgs {
   // Where the input gradient, and everything the layer does not put on
@@ -137,6 +167,9 @@ struct BackwardArgs {
   // them once `lane` is ordered after that work (Sequential does, two layers
   // later). Null: the layer keeps them until its next Forward or Backward.
   std::vector<Tensor>* param_lane_reads = nullptr;
+  // Told of this layer's children (and theirs) as BackwardChild runs them;
+  // not owned; null: none.
+  const LayerHooks* hooks = nullptr;
 
   // The main lane of `device`, its side lane for parameter work, input
   // gradient wanted, gradients accumulated.
@@ -149,6 +182,9 @@ class Layer {
 
   // x: [batch, ...] -> y: [batch, ...], queued on the main lane.
   virtual Tensor Forward(const Tensor& x) = 0;
+  // Forward with the caller's arguments: a container runs its children
+  // through ForwardChild(child, x, args). The default is Forward(x).
+  virtual Tensor ForwardWith(const Tensor& x, const ForwardArgs& args);
   // The simple form. dy: gradient of the loss w.r.t. the last Forward's
   // output. Adds into the parameter gradients and returns the gradient
   // w.r.t. the input, on the main lane.
@@ -157,7 +193,8 @@ class Layer {
   // any args through the simple form: it orders the main lane after
   // args.lane, clears the gradients first for kOverwrite or an update, runs
   // Backward(dy), hands the gradients to args.update, orders args.lane after
-  // the main lane, and calls args.on_params_ready on return.
+  // the main lane, and calls args.on_params_ready on return. A container
+  // that overrides it runs each child through BackwardChild.
   virtual Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args);
 
   // The parameters of this layer and of every layer below it. The default
@@ -195,6 +232,29 @@ class Layer {
  private:
   bool training_ = true;
 };
+
+// Note [Reports from the tree]
+// A container runs each child through ForwardChild and BackwardChild, which
+// tell args.hooks of the child: BackwardChild lets prepare_backward change
+// the child's arguments, makes the child's on_params_ready report the child,
+// and reports it done on return. The container's own args.on_params_ready
+// is its caller's, for the container as a whole: it calls it once every
+// child has returned. So a layer deep in a model is reported the moment its
+// own gradients are queued, and a layer reported as a whole (a container
+// that runs its children with the simple Backward) covers those below it: a
+// parameter may be reported ready more than once, and counts once.
+
+// Runs `child`'s ForwardWith for a container, then tells args.hooks.
+Tensor ForwardChild(Layer& child, const Tensor& x, const ForwardArgs& args);
+// Runs `child`'s BackwardWith for a container with `args` (the container's,
+// or changed for the child): args.hooks may change them first, the child's
+// on_params_ready reports the child to args.hooks, and args.hooks hears
+// when it returns. args.on_params_ready is not passed on: it is the
+// container's to call once its children are done.
+Tensor BackwardChild(Layer& child, const Tensor& dy, BackwardArgs args);
+// The same for a model's top, which its caller runs (the reducer), without
+// the profile range that names a child.
+Tensor BackwardReported(Layer& model, const Tensor& dy, BackwardArgs args);
 
 // `layer`'s parameters with their names prefixed by `prefix` and a dot:
 // what a wrapper's Parameters() returns (Note [Parameter names]).

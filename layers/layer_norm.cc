@@ -63,6 +63,13 @@ Tensor LayerNorm::Forward(const Tensor& x) {
 }
 
 Tensor LayerNorm::Backward(const Tensor& dy) {
+  return BackwardWith(dy, BackwardArgs::For(dy.device()));
+}
+
+// All of it on args.lane, in one fused pass where the input gradient is
+// wanted: the parameter gradients come with it, and on_params_ready follows
+// at once. An update writes the weights after that pass, which read them.
+Tensor LayerNorm::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   const Tensor& x = input_.Get(*this);
   TANDEM_CHECK(dy.shape() == x.shape())
       << "layer '" << name_ << "' (LayerNorm " << features_ << ") got output gradient "
@@ -70,14 +77,27 @@ Tensor LayerNorm::Backward(const Tensor& dy) {
   TANDEM_CHECK(dy.device() == x.device())
       << "layer '" << name_ << "' ran Forward on " << x.device()
       << " but got an output gradient on " << dy.device();
-  // A gradient left undefined (an update folded into an earlier backward)
-  // is made again, zeroed, as Linear does.
-  if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
-  if (!bias_grad_.defined()) bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
-  const Tensor g = ops::ToDType(dy, compute_dtype());
-  Tensor dx = Tensor::Empty(x.shape(), x.device(), compute_dtype());
-  ops::LayerNormBackward(x, g, weight_for_math(), mean_, rstd_, &dx, &weight_grad_,
-                         &bias_grad_);
+  const Lane& lane = args.lane;
+  // Gradients start from zero unless they accumulate; one left undefined
+  // (an update folded into an earlier backward) is made again, as Linear does.
+  const bool fresh = args.update != nullptr || args.grad_mode == GradMode::kOverwrite;
+  for (Tensor* grad : {&weight_grad_, &bias_grad_}) {
+    if (!grad->defined()) {
+      *grad = Tensor::Zeros(weight_.shape(), weight_.device());
+    } else if (fresh) {
+      ops::Fill(lane, *grad, 0.f);
+    }
+  }
+  const Tensor g = ops::ToDType(lane, dy, compute_dtype());
+  Tensor dx;
+  if (args.input_grad) dx = Tensor::Empty(x.shape(), x.device(), compute_dtype());
+  ops::LayerNormBackward(lane, x, g, weight_for_math(), mean_, rstd_,
+                         args.input_grad ? &dx : nullptr, &weight_grad_, &bias_grad_);
+  if (args.update != nullptr) {
+    args.update->FromGradient(lane, &weight_, weight_grad_);
+    args.update->FromGradient(lane, &bias_, bias_grad_);
+  }
+  if (args.on_params_ready) args.on_params_ready();
   // One Backward per Forward: what Forward kept goes back to the allocator.
   input_.Reset();
   mean_ = Tensor();

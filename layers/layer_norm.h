@@ -44,6 +44,9 @@ class LayerNorm : public Layer {
   // dy [rows, features]: adds into the weight and bias gradients and
   // returns dx [rows, features], on the main lane.
   Tensor Backward(const Tensor& dy) override;
+  // The full protocol (layers/layer.h), on args.lane: the gradients of
+  // weight and bias and dx in one fused pass, then args.on_params_ready.
+  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
   // "<name>.weight" and "<name>.bias", [features].
   std::vector<Parameter> Parameters() override;
   std::string Name() const override { return name_; }

@@ -15,8 +15,8 @@ std::string Residual::Describe() const {
   return name_ + " (Residual: " + inner_->Describe() + ")";
 }
 
-Tensor Residual::Forward(const Tensor& x) {
-  Tensor fx = inner_->Forward(x);
+Tensor Residual::ForwardWith(const Tensor& x, const ForwardArgs& args) {
+  Tensor fx = ForwardChild(*inner_, x, args);
   TANDEM_CHECK(fx.shape() == x.shape())
       << "layer '" << name_ << "' (Residual) got input " << ShapeToString(x.shape())
       << " but its inner layer " << inner_->Describe() << " returned "
@@ -46,7 +46,8 @@ Tensor Residual::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
       << "layer '" << name_ << "' (Residual) got output gradient "
       << ShapeToString(dy.shape()) << ": expected " << ShapeToString(input_shape_);
   forward_pending_ = false;
-  const Tensor dfx = inner_->BackwardWith(dy, args);
+  const Tensor dfx = BackwardChild(*inner_, dy, args);
+  if (args.on_params_ready) args.on_params_ready();
   if (!args.input_grad) return Tensor();
   TANDEM_CHECK(dfx.defined() && dfx.shape() == dy.shape())
       << "layer '" << name_ << "' (Residual): its inner layer " << inner_->Describe()

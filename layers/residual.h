@@ -31,13 +31,15 @@ class Residual : public Layer {
   Residual(std::string name, std::unique_ptr<Layer> inner);
 
   // x [batch, ...] -> x + inner(x), a new tensor in inner(x)'s dtype.
-  Tensor Forward(const Tensor& x) override;
+  Tensor Forward(const Tensor& x) override { return ForwardWith(x, ForwardArgs()); }
+  Tensor ForwardWith(const Tensor& x, const ForwardArgs& args) override;
   // dx = dy + inner.Backward(dy), on the main lane, joined.
   Tensor Backward(const Tensor& dy) override;
-  // The inner layer's BackwardWith with the caller's args (so its lanes,
-  // gradient mode, update and on_params_ready are the inner layer's to
-  // serve), then dx = dy + its input gradient on args.lane; undefined when
-  // !args.input_grad. Like Linear's, nothing joins args.param_lane.
+  // The inner layer's BackwardWith with the caller's args, through
+  // BackwardChild (so its lanes, gradient mode and update are the inner
+  // layer's to serve), args.on_params_ready once it returns, then dx = dy +
+  // its input gradient on args.lane; undefined when !args.input_grad. Like
+  // Linear's, nothing joins args.param_lane.
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
   // Its parameters and state are the inner layer's, named "<name>.<inner
   // name>" (the default ChildPrefix; Note [Parameter names] in

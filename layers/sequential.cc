@@ -6,7 +6,6 @@
 
 #include "core/check.h"
 #include "core/ops.h"
-#include "core/profile_range.h"
 
 namespace tandem {
 
@@ -23,24 +22,14 @@ Layer& Sequential::Add(std::unique_ptr<Layer> layer) {
   return *layers_.back();
 }
 
-Tensor Sequential::Forward(const Tensor& x, const LayerDoneFn& on_layer_done) {
+Tensor Sequential::ForwardWith(const Tensor& x, const ForwardArgs& args) {
   Tensor h = x;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    {
-      ProfileRange range([&] { return "forward " + layers_[i]->Name(); });
-      h = layers_[i]->Forward(h);
-    }
-    if (on_layer_done) on_layer_done(i);
-  }
+  for (auto& layer : layers_) h = ForwardChild(*layer, h, args);
   return h;
 }
 
 Tensor Sequential::Backward(const Tensor& dy) {
-  return BackwardWith(dy, BackwardArgs::For(dy.device()), LayerHooks());
-}
-
-Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
-  return BackwardWith(dy, args, LayerHooks());
+  return BackwardWith(dy, BackwardArgs::For(dy.device()));
 }
 
 // Note [Releasing what the parameter lane read]
@@ -54,31 +43,19 @@ Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
 // every layer's until the end.
 constexpr size_t kReleaseLag = 2;
 
-Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args,
-                                const LayerHooks& hooks) {
+Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   std::vector<std::vector<Tensor>> held(layers_.size());  // per layer
   param_work_done_.resize(layers_.size());
   Tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
     BackwardArgs layer_args = args;
     layer_args.input_grad = i > 0 || args.input_grad;
-    layer_args.on_params_ready = nullptr;
-    if (hooks.on_params_ready) {
-      layer_args.on_params_ready = [&hooks, i] { hooks.on_params_ready(i); };
-    }
-    if (hooks.prepare) hooks.prepare(i, layer_args);
     if (i + kReleaseLag < layers_.size()) {
       ReleaseAfterParamWork(layer_args.lane, i + kReleaseLag, held[i + kReleaseLag]);
     }
     layer_args.param_lane_reads = &held[i];
-    {
-      // Spans on_params_ready, which the layer calls (the reducer starts
-      // all-reduces there), but not on_layer_done, which follows.
-      ProfileRange range([&] { return "backward " + layers_[i]->Name(); });
-      g = layers_[i]->BackwardWith(g, layer_args);
-    }
-    if (!held[i].empty()) RecordParamWork(layer_args.param_lane, i);
-    if (hooks.on_layer_done) hooks.on_layer_done(i);
+    g = BackwardChild(*layers_[i], g, layer_args);
+    if (!held[i].empty()) RecordParamWork(args.param_lane, i);
   }
   ops::WaitFor(args.lane, args.param_lane);
   if (args.on_params_ready) args.on_params_ready();

@@ -6,13 +6,12 @@
 //   Tensor logits = model.Forward(x);
 //   model.Backward(dlogits);
 //
-// The per-layer hooks of Backward are how the data-parallel reducer learns
-// that gradients are ready while backward continues (see
-// parallel/reducer.h); layers themselves never see them.
+// The hooks that travel with Backward (BackwardArgs::hooks) are how the
+// data-parallel reducer learns that gradients are ready while backward
+// continues (parallel/reducer.h); layers themselves never see them.
 #ifndef TANDEM_LAYERS_SEQUENTIAL_H_
 #define TANDEM_LAYERS_SEQUENTIAL_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,31 +34,17 @@ class Sequential : public Layer {
     return static_cast<L&>(Add(std::make_unique<L>(std::forward<Args>(args)...)));
   }
 
-  using LayerDoneFn = std::function<void(size_t layer_index)>;
-  Tensor Forward(const Tensor& x) override { return Forward(x, nullptr); }
-  // Calls on_layer_done(i) after layer i's forward (used for traces).
-  Tensor Forward(const Tensor& x, const LayerDoneFn& on_layer_done);
+  Tensor Forward(const Tensor& x) override { return ForwardWith(x, ForwardArgs()); }
+  // Each layer in order, through ForwardChild (args.hooks hears of each).
+  Tensor ForwardWith(const Tensor& x, const ForwardArgs& args) override;
 
-  // Backward from the last layer to the first, each with `args` (the input
-  // gradient of layer i > 0 is always wanted). Before returning, `args.lane`
-  // waits for `args.param_lane`, so callers that read gradients or
-  // parameters on `args.lane` need not know where layers put their work.
+  // Backward from the last layer to the first, each through BackwardChild
+  // with `args` (the input gradient of layer i > 0 is always wanted).
+  // Before returning, `args.lane` waits for `args.param_lane`, so callers
+  // that read gradients or parameters on `args.lane` need not know where
+  // layers put their work.
   Tensor Backward(const Tensor& dy) override;
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
-  // Per-layer control, for data parallelism and traces.
-  struct LayerHooks {
-    // Before layer i's Backward: may change its arguments (the reducer
-    // gives the layers nearest the input their parameter work on the main
-    // lane, and plans GEMMs for the SMs NCCL leaves).
-    std::function<void(size_t layer, BackwardArgs& args)> prepare;
-    // Layer i's parameter gradients are queued (BackwardArgs::on_params_ready),
-    // though its input gradient may still be coming.
-    LayerDoneFn on_params_ready;
-    // Layer i's Backward has returned.
-    LayerDoneFn on_layer_done;
-  };
-  Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args,
-                      const LayerHooks& hooks);
 
   std::vector<Layer*> Children() override;
   // None: the layers' parameters and state keep their own names.

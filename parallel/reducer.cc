@@ -1,6 +1,7 @@
 #include "parallel/reducer.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "core/backend_registry.h"
@@ -75,11 +76,10 @@ Communicator& FirstLane(const std::vector<Communicator*>& lanes) {
 }
 }  // namespace
 
-Reducer::Reducer(Sequential& model, Communicator& comm, ReducerOptions options)
+Reducer::Reducer(Layer& model, Communicator& comm, ReducerOptions options)
     : Reducer(model, std::vector<Communicator*>{&comm}, options) {}
 
-Reducer::Reducer(Sequential& model, std::vector<Communicator*> lanes,
-                 ReducerOptions options)
+Reducer::Reducer(Layer& model, std::vector<Communicator*> lanes, ReducerOptions options)
     : model_(model),
       comm_(FirstLane(lanes)),
       lanes_(std::move(lanes)),
@@ -105,15 +105,34 @@ Reducer::Reducer(Sequential& model, std::vector<Communicator*> lanes,
   BroadcastParameters();
 }
 
+// Walks the model's tree once: each parameter's owner is the deepest layer
+// that lists it (a layer with parameters of its own), and every layer with
+// parameters maps to all of its own and its children's, which is what a
+// report of that layer covers (Note [Reports from the tree] in layers/layer.h).
 void Reducer::CollectParameters() {
-  for (size_t layer = 0; layer < model_.size(); ++layer) {
-    std::vector<size_t> indices;
-    for (Parameter& p : model_.layer(layer).Parameters()) {
-      indices.push_back(params_.size());
-      params_.push_back(p);
-      param_layer_.push_back(layer);
+  params_ = model_.Parameters();
+  std::unordered_map<const Tensor*, size_t> index;  // value -> param index
+  for (size_t i = 0; i < params_.size(); ++i) index[params_[i].value] = i;
+  std::vector<Layer*> owner(params_.size(), nullptr);
+  std::function<void(Layer&)> visit = [&](Layer& layer) {
+    std::vector<size_t> covered;
+    for (const Parameter& p : layer.Parameters()) {
+      const auto found = index.find(p.value);
+      TANDEM_CHECK(found != index.end())
+          << "model '" << model_.Name() << "': layer " << layer.Describe()
+          << " lists parameter '" << p.name << "', which the model's Parameters() do not "
+          << "give: a container must list every layer it holds in Children()";
+      covered.push_back(found->second);
+      owner[found->second] = &layer;  // a child, visited later, takes it over
     }
-    layer_params_.push_back(std::move(indices));
+    if (!covered.empty()) layer_params_[&layer] = std::move(covered);
+    for (Layer* child : layer.Children()) visit(*child);
+  };
+  visit(model_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto inserted = owner_index_.emplace(owner[i], owners_.size());
+    if (inserted.second) owners_.push_back(owner[i]);
+    param_owner_.push_back(inserted.first->second);
   }
 }
 
@@ -167,29 +186,21 @@ void Reducer::BuildBuckets() {
     }
     buckets_.push_back(std::move(bucket));
   }
-  if (!buckets_.empty()) {
-    first_bucket_layer_ = model_.size();
-    for (const Parameter& p : buckets_[0].parameters) {
-      for (size_t i = 0; i < params_.size(); ++i) {
-        if (params_[i].value == p.value) {
-          first_bucket_layer_ = std::min(first_bucket_layer_, param_layer_[i]);
-        }
-      }
+  first_bucket_layer_ = owners_.size();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (param_bucket_[i] == 0) {
+      first_bucket_layer_ = std::min(first_bucket_layer_, param_owner_[i]);
     }
   }
 }
 
 // See Note [Gradients first].
 void Reducer::ChooseGradientsFirstLayers() {
-  gradients_first_.assign(model_.size(), false);
+  gradients_first_.assign(owners_.size(), false);
   if (comm_.size() == 1 || !options_.overlap) return;
-  int chosen = 0;
-  for (size_t layer = 0; layer < model_.size() && chosen < options_.gradients_first_layers;
-       ++layer) {
-    if (layer_params_[layer].empty()) continue;
-    gradients_first_[layer] = true;
-    ++chosen;
-  }
+  const size_t chosen =
+      std::min(owners_.size(), static_cast<size_t>(options_.gradients_first_layers));
+  std::fill(gradients_first_.begin(), gradients_first_.begin() + chosen, true);
 }
 
 void Reducer::RegisterCommHook(std::unique_ptr<CommHook> hook) {
@@ -224,28 +235,46 @@ Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, Grad
       << "(BackwardArgs::update) keeps no gradients to reduce over "
       << comm_.size() << " workers; step the optimizer after the reducer, or "
       << "register an OptimizerUpdateHook";
+  LayerHooks hooks;
   if (sync == GradientSync::kAccumulateLocally) {
-    Sequential::LayerHooks hooks;
-    hooks.on_layer_done = layer_hook_;
-    return model_.BackwardWith(dloss, args, hooks);
+    hooks.on_backward_done = layer_hook_;
+    Tensor dx = ModelBackward(dloss, args, hooks);
+    if (args.on_params_ready) args.on_params_ready();
+    return dx;
   }
   StartStep(args);
-  Sequential::LayerHooks hooks;
-  hooks.prepare = [this](size_t layer, BackwardArgs& a) { PrepareLayer(layer, a); };
-  hooks.on_params_ready = [this](size_t layer) { OnParamsReady(layer); };
-  hooks.on_layer_done = [this](size_t layer) { OnLayerDone(layer); };
-  Tensor dx = model_.BackwardWith(dloss, args, hooks);
+  hooks = StepHooks();
+  Tensor dx = ModelBackward(dloss, args, hooks);
   timeline_.backward_end = ReducerTimeline::Clock::now();
   LaunchReadyBuckets();  // without overlap: every bucket, now
   FinishBuckets(args.lane);
+  if (args.on_params_ready) args.on_params_ready();
   return dx;
+}
+
+// The model's BackwardWith with `hooks`; the model itself is reported too
+// (BackwardReported), so a model that reports nothing below it still does.
+Tensor Reducer::ModelBackward(const Tensor& dloss, const BackwardArgs& args,
+                              const LayerHooks& hooks) {
+  BackwardArgs model_args = args;
+  model_args.hooks = &hooks;
+  return BackwardReported(model_, dloss, model_args);
+}
+
+LayerHooks Reducer::StepHooks() {
+  LayerHooks hooks;
+  hooks.prepare_backward = [this](Layer& layer, BackwardArgs& a) { PrepareLayer(layer, a); };
+  hooks.on_params_ready = [this](Layer& layer) { OnParamsReady(layer); };
+  hooks.on_backward_done = [this](Layer& layer) { OnLayerDone(layer); };
+  return hooks;
 }
 
 void Reducer::StartStep(const BackwardArgs& args) {
   using Clock = ReducerTimeline::Clock;
   timeline_ = ReducerTimeline();
   timeline_.backward_start = Clock::now();
-  timeline_.layer_done.assign(model_.size(), Clock::time_point());
+  timeline_.layer_done.assign(owners_.size(), Clock::time_point());
+  param_state_.assign(params_.size(), ParamState());
   timeline_.bucket_start.assign(buckets_.size(), Clock::time_point());
   state_.assign(buckets_.size(), BucketState());
   for (const GradBucket& bucket : buckets_) {
@@ -259,8 +288,12 @@ void Reducer::StartStep(const BackwardArgs& args) {
   next_after_reduce_ = 0;
 }
 
-// See Note [GEMM reserve] and Note [Gradients first].
-void Reducer::PrepareLayer(size_t layer, BackwardArgs& args) const {
+// See Note [GEMM reserve] and Note [Gradients first]. For a layer with
+// parameters of its own; a container's children are prepared one by one.
+void Reducer::PrepareLayer(Layer& target, BackwardArgs& args) const {
+  const auto found = owner_index_.find(&target);
+  if (found == owner_index_.end()) return;
+  const size_t layer = found->second;
   const Lane lane = args.lane;
   if (reserve_gemms_ && layer <= first_bucket_layer_) {
     args.lane = lane.WithGemmReserve(options_.gemm_reserve);
@@ -273,15 +306,30 @@ void Reducer::PrepareLayer(size_t layer, BackwardArgs& args) const {
   }
 }
 
-void Reducer::OnParamsReady(size_t layer) {
-  for (size_t i : layer_params_[layer]) --state_[param_bucket_[i]].pending;
+void Reducer::OnParamsReady(Layer& layer) {
+  const auto found = layer_params_.find(&layer);
+  if (found == layer_params_.end()) return;
+  for (size_t i : found->second) {
+    if (param_state_[i].ready) continue;
+    param_state_[i].ready = true;
+    --state_[param_bucket_[i]].pending;
+  }
   if (options_.overlap) LaunchReadyBuckets();
 }
 
-void Reducer::OnLayerDone(size_t layer) {
-  timeline_.layer_done[layer] = ReducerTimeline::Clock::now();
+void Reducer::OnLayerDone(Layer& layer) {
+  const auto owner = owner_index_.find(&layer);
+  if (owner != owner_index_.end()) {
+    timeline_.layer_done[owner->second] = ReducerTimeline::Clock::now();
+  }
   if (layer_hook_) layer_hook_(layer);
-  for (size_t i : layer_params_[layer]) --state_[param_bucket_[i]].running;
+  const auto found = layer_params_.find(&layer);
+  if (found == layer_params_.end()) return;
+  for (size_t i : found->second) {
+    if (param_state_[i].done) continue;
+    param_state_[i].done = true;
+    --state_[param_bucket_[i]].running;
+  }
   AfterReduceReadyBuckets(/*block=*/false);
 }
 

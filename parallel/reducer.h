@@ -14,12 +14,14 @@
 //   optimizer.ZeroGrad();
 //   reducer.Backward(loss.Backward());            // backward + all-reduce + update
 //
-// How it works: parameters are laid out in buckets in reverse layer order
+// The model is any layer: a Sequential, a user's container, a tree of them.
+// How it works: parameters are laid out in buckets in reverse model order
 // (the order backward produces their gradients), and each gradient tensor is
 // re-homed as a view into its bucket's flat buffer, so a bucket is reduced in
-// place with no copies. Backward drives the model layer by layer; when the
-// last gradient of a bucket is queued, the bucket's comm hook starts reducing
-// it (a Work, parallel/work.h) while backward continues on earlier layers.
+// place with no copies. The model's backward reports each layer, at any
+// depth, as its gradients are queued (LayerHooks in layers/layer.h); when the
+// last gradient of a bucket is, the bucket's comm hook starts reducing it (a
+// Work, parallel/work.h) while backward continues on earlier layers.
 // Every transport takes the same path: host transports reduce on their
 // progress thread, NCCL on its lane; at the end the caller's lane waits for
 // every bucket (on the host for host transports, on the device for NCCL).
@@ -32,10 +34,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
-#include "layers/sequential.h"
+#include "layers/layer.h"
 #include "parallel/comm_hook.h"
 #include "parallel/communicator.h"
 
@@ -54,7 +57,7 @@ struct ReducerOptions {
   // Note [GEMM reserve]). 0: GEMMs plan for the whole device.
   int gemm_reserve = 16;
   // With 2+ ranks and overlap: the first this many layers of the model that
-  // have parameters (from the input side) compute their parameter gradients
+  // have parameters of their own (from the input side, at any depth) compute their parameter gradients
   // before their input gradient, on the main lane, so that the reduction of
   // the gradients backward reaches last runs beside the rest of backward
   // instead of after it (Note [Gradients first] in reducer.cc). 0: every
@@ -66,7 +69,9 @@ struct ReducerOptions {
 struct ReducerTimeline {
   using Clock = std::chrono::steady_clock;
   Clock::time_point backward_start;
-  std::vector<Clock::time_point> layer_done;    // per layer index
+  // Per layer with parameters of its own, in model order (ParameterLayers):
+  // its Backward returned.
+  std::vector<Clock::time_point> layer_done;
   std::vector<Clock::time_point> bucket_start;  // per bucket: reduction issued
   Clock::time_point backward_end;               // model backward finished
   Clock::time_point step_end;                   // every bucket waited for
@@ -85,9 +90,8 @@ class Reducer {
   // bucket b goes to lanes[b % lanes.size()], so consecutive buckets'
   // reductions can run at once (Note [Lanes]). lanes[0] also broadcasts the
   // initial parameters.
-  Reducer(Sequential& model, std::vector<Communicator*> lanes,
-          ReducerOptions options = {});
-  Reducer(Sequential& model, Communicator& comm, ReducerOptions options = {});
+  Reducer(Layer& model, std::vector<Communicator*> lanes, ReducerOptions options = {});
+  Reducer(Layer& model, Communicator& comm, ReducerOptions options = {});
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
@@ -107,8 +111,9 @@ class Reducer {
   // Replaces the default hook (an in-place sum); see parallel/comm_hook.h.
   void RegisterCommHook(std::unique_ptr<CommHook> hook);
 
-  // Called after each layer's backward (layer index), for traces.
-  void set_layer_done_hook(std::function<void(size_t)> hook) { layer_hook_ = std::move(hook); }
+  // Called as each layer's Backward returns (any layer of the tree that
+  // reports, Note [Reports from the tree] in layers/layer.h), for traces.
+  void set_layer_done_hook(std::function<void(Layer&)> hook) { layer_hook_ = std::move(hook); }
   // Asks for timing events on every reduction (ReducerTimeline::bucket_work).
   void set_timed_collectives(bool timed) { timed_ = timed; }
   int num_lanes() const { return static_cast<int>(lanes_.size()); }
@@ -120,6 +125,9 @@ class Reducer {
   // Parameter names in bucket b, in the order they were laid out.
   std::vector<std::string> BucketParameterNames(int b) const;
   int64_t bucket_elements(int b) const { return buckets_[b].buffer.numel(); }
+  // The layers with parameters of their own, in model order: what
+  // ReducerTimeline::layer_done and gradients_first_layers count.
+  const std::vector<Layer*>& parameter_layers() const { return owners_; }
   // Seconds the host waited for reductions after the model's backward
   // finished, in the last step (0 when only lanes waited, as on GPUs).
   double last_comm_wait_seconds() const { return last_comm_wait_; }
@@ -130,35 +138,47 @@ class Reducer {
     int pending = 0;  // its gradients not yet queued this step
     int running = 0;  // its parameters whose layer's Backward has not returned
   };
+  // Per parameter, this step: reported ready, reported done (a parameter may
+  // be reported more than once, Note [Reports from the tree]).
+  struct ParamState {
+    bool ready = false;
+    bool done = false;
+  };
 
   void CollectParameters();
   void BuildBuckets();
   void ChooseGradientsFirstLayers();
   void StartStep(const BackwardArgs& args);
-  void PrepareLayer(size_t layer, BackwardArgs& args) const;
-  void OnParamsReady(size_t layer);
-  void OnLayerDone(size_t layer);
+  Tensor ModelBackward(const Tensor& dloss, const BackwardArgs& args, const LayerHooks& hooks);
+  LayerHooks StepHooks();
+  void PrepareLayer(Layer& layer, BackwardArgs& args) const;
+  void OnParamsReady(Layer& layer);
+  void OnLayerDone(Layer& layer);
   void LaunchReadyBuckets();
   void AfterReduceReadyBuckets(bool block);
   void FinishBuckets(const Lane& lane);
 
-  Sequential& model_;
+  Layer& model_;
   Communicator& comm_;                 // lanes_[0]
   std::vector<Communicator*> lanes_;   // buckets round-robin over these
   ReducerOptions options_;
   std::unique_ptr<CommHook> hook_;
   bool timed_ = false;
 
-  std::vector<Parameter> params_;
-  std::vector<size_t> param_layer_;               // param index -> layer
+  std::vector<Parameter> params_;                 // model order
+  std::vector<size_t> param_owner_;               // param index -> owners_ index
   std::vector<int> param_bucket_;                 // param index -> bucket
-  std::vector<std::vector<size_t>> layer_params_; // layer -> param indices
+  std::vector<Layer*> owners_;                    // layers with parameters of their own
+  std::unordered_map<const Layer*, size_t> owner_index_;
+  // Every layer of the tree with parameters -> theirs and its children's.
+  std::unordered_map<const Layer*, std::vector<size_t>> layer_params_;
   std::vector<GradBucket> buckets_;
-  std::vector<bool> gradients_first_;             // per layer
-  size_t first_bucket_layer_ = 0;  // the layer whose gradients complete bucket 0
+  std::vector<bool> gradients_first_;             // per owner
+  size_t first_bucket_layer_ = 0;  // the owner whose gradients complete bucket 0
 
   // This step. See Note [Bucket order].
   std::vector<BucketState> state_;
+  std::vector<ParamState> param_state_;
   std::vector<std::shared_ptr<Work>> works_;
   std::vector<Lane> compute_lanes_;  // backward's lane and parameter lane
   bool reserve_gemms_ = false;       // See Note [GEMM reserve]
@@ -166,7 +186,7 @@ class Reducer {
   int next_after_reduce_ = 0;
 
   double last_comm_wait_ = 0.0;
-  std::function<void(size_t)> layer_hook_;
+  std::function<void(Layer&)> layer_hook_;
   ReducerTimeline timeline_;
 };
 

@@ -4,14 +4,16 @@
 
 namespace tandem {
 
-StepTracer::StepTracer(ChromeTrace& trace, int rank, Device device,
-                       Sequential& model, Reducer& reducer, const std::string& label)
-    : trace_(trace), rank_(rank), backend_(GetBackend(device)), model_(model),
-      reducer_(reducer) {
+StepTracer::StepTracer(ChromeTrace& trace, int rank, Device device, Reducer& reducer,
+                       const std::string& label)
+    : trace_(trace), rank_(rank), backend_(GetBackend(device)), reducer_(reducer) {
   trace_.SetProcessName(rank, "worker " + std::to_string(rank) + " (" + device.ToString() +
                                   (label.empty() ? "" : ", " + label) + ")");
   trace_.SetThreadName(rank, 0, "compute");
   trace_.SetThreadName(rank, 1, "communication");
+  forward_hooks_.on_forward_done = [this](Layer& layer) {
+    forward_.push_back({layer.Name(), Mark()});
+  };
 }
 
 std::unique_ptr<LaneEvent> StepTracer::Mark() {
@@ -24,15 +26,16 @@ void StepTracer::Begin() {
   host_start_ = ChromeTrace::Clock::now();
   start_ = Mark();
   forward_.clear();
-  forward_.resize(model_.size());
   backward_layers_.clear();
-  backward_layers_.resize(model_.size());
-  reducer_.set_layer_done_hook([this](size_t i) { backward_layers_[i] = Mark(); });
+  reducer_.set_layer_done_hook(
+      [this](Layer& layer) { backward_layers_.push_back({layer.Name(), Mark()}); });
   reducer_.set_timed_collectives(true);
 }
 
-Sequential::LayerDoneFn StepTracer::forward_hook() {
-  return [this](size_t i) { forward_[i] = Mark(); };
+ForwardArgs StepTracer::forward_args() {
+  ForwardArgs args;
+  args.hooks = &forward_hooks_;
+  return args;
 }
 
 void StepTracer::LossDone() { loss_ = Mark(); }
@@ -49,23 +52,22 @@ void StepTracer::AddLayers() {
   const double t0 = trace_.ToMicros(host_start_);
   auto at = [&](const LaneEvent& e) { return t0 + 1000.0 * e.ElapsedMsSince(*start_); };
   auto add = [&](const std::string& name, const char* category, const LaneEvent& from,
-                 const LaneEvent& to, size_t layer) {
+                 const LaneEvent& to, size_t index) {
     const double begin = at(from);
     trace_.AddCompleteMicros(name, category, rank_, 0, begin, at(to) - begin,
-                             {{"layer", static_cast<double>(layer)}});
+                             {{"layer", static_cast<double>(index)}});
   };
   const LaneEvent* previous = start_.get();
   for (size_t i = 0; i < forward_.size(); ++i) {
-    if (!forward_[i]) continue;
-    add("forward " + model_.layer(i).Name(), "forward", *previous, *forward_[i], i);
-    previous = forward_[i].get();
+    add("forward " + forward_[i].layer, "forward", *previous, *forward_[i].event, i);
+    previous = forward_[i].event.get();
   }
-  add("loss", "forward", *previous, *loss_, model_.size());
+  add("loss", "forward", *previous, *loss_, forward_.size());
   previous = loss_.get();
-  for (size_t i = backward_layers_.size(); i-- > 0;) {
-    if (!backward_layers_[i]) continue;
-    add("backward " + model_.layer(i).Name(), "backward", *previous, *backward_layers_[i], i);
-    previous = backward_layers_[i].get();
+  for (size_t i = 0; i < backward_layers_.size(); ++i) {
+    add("backward " + backward_layers_[i].layer, "backward", *previous,
+        *backward_layers_[i].event, i);
+    previous = backward_layers_[i].event.get();
   }
   if (backward_) {
     trace_.AddCompleteMicros("wait for reductions and updates", "communication", rank_, 0,

@@ -1,6 +1,8 @@
 // Records traced training steps into a ChromeTrace: per worker (pid = rank),
-// forward and backward of every layer on row 0 ("compute"), and each gradient
-// bucket's reduction on row 1 ("communication").
+// forward and backward of every layer of the model's tree that reports
+// (LayerHooks in layers/layer.h), each span from the layer reported before
+// it, on row 0 ("compute"), and each gradient bucket's reduction on row 1
+// ("communication").
 //
 // Times come from timing events (core/lane.h) recorded on the device's main
 // lane: the host's monotonic clock on the CPU, CUDA timing events on a GPU;
@@ -10,9 +12,9 @@
 // time when it started; resolving the events waits for the device, once per
 // traced step.
 //
-//   StepTracer tracer(trace, worker.rank, worker.device, model, reducer);
+//   StepTracer tracer(trace, worker.rank, worker.device, reducer);
 //   tracer.Begin();
-//   Tensor logits = model.Forward(x, tracer.forward_hook());
+//   Tensor logits = model.ForwardWith(x, tracer.forward_args());
 //   ...  tracer.LossDone();  reducer.Backward(...);  tracer.BackwardDone();
 //   tracer.End();
 #ifndef TANDEM_TRAINER_STEP_TRACER_H_
@@ -24,7 +26,7 @@
 
 #include "core/backend.h"
 #include "report/chrome_trace.h"
-#include "layers/sequential.h"
+#include "layers/layer.h"
 #include "parallel/reducer.h"
 
 namespace tandem {
@@ -32,30 +34,35 @@ namespace tandem {
 class StepTracer {
  public:
   // `label` (e.g. the precision) joins the worker's name in the trace.
-  StepTracer(ChromeTrace& trace, int rank, Device device, Sequential& model,
-             Reducer& reducer, const std::string& label = "");
+  StepTracer(ChromeTrace& trace, int rank, Device device, Reducer& reducer,
+             const std::string& label = "");
 
   void Begin();
-  Sequential::LayerDoneFn forward_hook();
+  // For the step's forward: marks each layer as it returns.
+  ForwardArgs forward_args();
   void LossDone();
   void BackwardDone();
   // Resolves the step's markers (waits for the device) and adds its events.
   void End();
 
  private:
-  ChromeTrace& trace_;
-  int rank_;
+  struct LayerMark {
+    std::string layer;
+    std::unique_ptr<LaneEvent> event;
+  };
   // A timing event at the current end of the main lane.
   std::unique_ptr<LaneEvent> Mark();
   void AddLayers();
   void AddReductions();
 
+  ChromeTrace& trace_;
+  int rank_;
   Backend& backend_;
-  Sequential& model_;
   Reducer& reducer_;
+  LayerHooks forward_hooks_;
   ChromeTrace::Clock::time_point host_start_;
   std::unique_ptr<LaneEvent> start_, loss_, backward_;
-  std::vector<std::unique_ptr<LaneEvent>> forward_, backward_layers_;
+  std::vector<LayerMark> forward_, backward_layers_;  // in the order reported
 };
 
 }  // namespace tandem

@@ -47,7 +47,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "layers/precision.h"
-#include "layers/sequential.h"
+#include "layers/layer.h"
 #include "parallel/launcher.h"
 #include "trainer/train_config.h"
 
@@ -71,10 +71,11 @@ struct TrainTask {
   std::string about_data;              // a line rank 0 prints before training
   // Called once per worker; the model's parameters must not depend on the
   // rank (the reducer starts every replica from rank 0's anyway).
-  std::function<std::unique_ptr<Sequential>(const ModelContext&)> build_model;
+  // Any layer: a Sequential, a user's container, a tree of them.
+  std::function<std::unique_ptr<Layer>(const ModelContext&)> build_model;
   // Optional: called on every worker after training (not after an error or
   // a signal), e.g. to sample from the model on rank 0.
-  std::function<void(Sequential& model, const Worker& worker)> after_training;
+  std::function<void(Layer& model, const Worker& worker)> after_training;
 };
 
 TrainResult Train(const TrainTask& task, const TrainConfig& config, std::ostream& log);

@@ -85,7 +85,7 @@ void WorkerRun::BuildModel() {
 
 void WorkerRun::BuildTracing() {
   if (trace_ == nullptr) return;
-  tracer_.emplace(*trace_, worker_.rank, worker_.device, *model_, *reducer_,
+  tracer_.emplace(*trace_, worker_.rank, worker_.device, *reducer_,
                   PrecisionName(config_.precision));
   trace_->SetThreadName(worker_.rank, kDataRow, "data (next batch)");
   trace_->SetThreadName(worker_.rank, kInputWaitRow, "waiting for data");
@@ -226,7 +226,7 @@ data::PrefetchOptions WorkerRun::PrefetchFor(int epoch) {
 Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t end,
                                bool traced) {
   Tensor x = batch.features.Slice(begin, end), y = batch.labels.Slice(begin, end);
-  Tensor logits = model_->Forward(x, traced ? tracer_->forward_hook() : nullptr);
+  Tensor logits = traced ? model_->ForwardWith(x, tracer_->forward_args()) : model_->Forward(x);
   Tensor micro_loss;
   {
     ProfileRange loss_range("loss");

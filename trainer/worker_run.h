@@ -17,7 +17,7 @@
 #include "layers/loss.h"
 #include "layers/lr_schedule.h"
 #include "layers/optimizer.h"
-#include "layers/sequential.h"
+#include "layers/layer.h"
 #include "parallel/launcher.h"
 #include "parallel/reducer.h"
 #include "report/chrome_trace.h"
@@ -97,7 +97,7 @@ class WorkerRun {
   // A live progress line: on an interactive terminal of a single process.
   const bool live_progress_;
   const Clock::time_point start_ = Clock::now();
-  std::unique_ptr<Sequential> model_;
+  std::unique_ptr<Layer> model_;
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<GradClipper> clipper_;  // --clip_grad_norm

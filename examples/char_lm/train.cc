@@ -104,7 +104,7 @@ CharLmResult TrainCharLm(const CharLmConfig& config, std::ostream& log) {
     Rng rng(context.seed);
     return BuildCharLm(model, rng);
   };
-  task.after_training = [&](Sequential& model, const Worker& worker) {
+  task.after_training = [&](Layer& model, const Worker& worker) {
     if (!worker.is_root()) return;
     std::vector<std::string> samples;
     for (const std::u32string& word : SampleWords(model, corpus.vocab, config.model.context,

@@ -23,6 +23,7 @@
 #include "parallel/reducer.h"
 #include "parallel/sharding.h"
 #include "parallel/thread_communicator.h"
+#include "tests/support/backward_protocol.h"
 #include "tests/support/device_test.h"
 #include "tests/support/error_text.h"
 
@@ -96,6 +97,20 @@ TEST_P(EmbeddingTest, BackwardScatterAddsWithRepeatedIndices) {
   std::vector<float> twice = once;
   for (float& v : twice) v *= 2;
   EXPECT_EQ(emb.Parameters()[0].grad->ToVector(), twice);
+}
+
+// BackwardWith on its own: the table's gradient on the caller's lane, in
+// every mode, with repeated indices.
+TEST_P(EmbeddingTest, ImplementsTheFullBackwardProtocol) {
+  const Tensor x = Tensor::FromVector({1, 3, 1, 0, 2, 2}, {3, 2}, device());
+  std::vector<float> dy(3 * 2 * 4);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = 0.25f * static_cast<float>(i) - 2.f;
+  testing::ExpectFullBackwardProtocol(
+      [&] {
+        Rng rng(1);
+        return std::make_unique<Embedding>("emb", 5, 4, rng, device());
+      },
+      x, Tensor::FromVector(dy, {3, 8}, device()));
 }
 
 // L = sum(Forward(x) * r): central differences of L over every element of

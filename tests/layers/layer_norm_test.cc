@@ -11,6 +11,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "layers/gradient_check.h"
+#include "tests/support/backward_protocol.h"
 #include "tests/support/device_test.h"
 #include "tests/support/error_text.h"
 
@@ -171,6 +172,25 @@ TEST_P(LayerNormTest, BackwardAddsIntoGradients) {
 // The same layer on this device and on the CPU: forward, input gradient and
 // parameter gradients agree to float32 rounding (the GPU sums in another
 // order). Rows longer than a block's threads exercise the strided loops.
+// BackwardWith on its own: one fused pass on the caller's lane, in every
+// mode, in float32 and in bf16.
+TEST_P(LayerNormTest, ImplementsTheFullBackwardProtocol) {
+  for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    const Tensor x = Tensor::FromVector(RandomValues(4 * 6, 31, 0.5f), {4, 6}, device());
+    const Tensor dy = Tensor::FromVector(RandomValues(4 * 6, 32), {4, 6}, device());
+    LayerNormOptions options;
+    options.precision = precision;
+    testing::ExpectFullBackwardProtocol(
+        [&] {
+          auto ln = std::make_unique<LayerNorm>("ln", 6, device(), options);
+          ln->weight().CopyFrom(Tensor::FromVector(RandomValues(6, 33, 1.f), {6}));
+          SyncWorkingCopies(*ln);
+          return ln;
+        },
+        x, dy);
+  }
+}
+
 TEST_P(LayerNormTest, MatchesCpu) {
   for (int64_t cols : {3, 100, 700}) {
     const int64_t rows = 37;

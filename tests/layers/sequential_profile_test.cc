@@ -57,23 +57,28 @@ TEST_P(SequentialProfileTest, LayersForwardInOrderAndBackwardInReverse) {
   model.Emplace<Linear>("fc2", 4, 3, rng, o);
   Tensor x = Tensor::Zeros({2, 5}, device());
 
-  model.Forward(x, [&](size_t i) { Log("hook forward " + std::to_string(i)); });
+  LayerHooks hooks;
+  hooks.on_forward_done = [&](Layer& layer) { Log("hook forward " + layer.Name()); };
+  hooks.on_params_ready = [&](Layer& layer) { Log("hook params " + layer.Name()); };
+  hooks.on_backward_done = [&](Layer& layer) { Log("hook done " + layer.Name()); };
+  ForwardArgs forward;
+  forward.hooks = &hooks;
+  model.ForwardWith(x, forward);
   EXPECT_EQ(TakeEvents(),
-            (std::vector<std::string>{"+forward fc1", "-forward fc1", "hook forward 0",
-                                      "+forward act1", "-forward act1", "hook forward 1",
-                                      "+forward fc2", "-forward fc2", "hook forward 2"}));
+            (std::vector<std::string>{"+forward fc1", "-forward fc1", "hook forward fc1",
+                                      "+forward act1", "-forward act1", "hook forward act1",
+                                      "+forward fc2", "-forward fc2", "hook forward fc2"}));
 
-  Sequential::LayerHooks hooks;
-  hooks.on_params_ready = [&](size_t i) { Log("hook params " + std::to_string(i)); };
-  hooks.on_layer_done = [&](size_t i) { Log("hook done " + std::to_string(i)); };
-  model.BackwardWith(Tensor::Zeros({2, 3}, device()), BackwardArgs::For(device()), hooks);
+  BackwardArgs args = BackwardArgs::For(device());
+  args.hooks = &hooks;
+  model.BackwardWith(Tensor::Zeros({2, 3}, device()), args);
   // on_params_ready runs inside the layer's Backward (where the reducer
-  // starts all-reduces); on_layer_done after it.
+  // starts all-reduces); on_backward_done after it.
   EXPECT_EQ(TakeEvents(),
-            (std::vector<std::string>{"+backward fc2", "hook params 2", "-backward fc2",
-                                      "hook done 2", "+backward act1", "hook params 1",
-                                      "-backward act1", "hook done 1", "+backward fc1",
-                                      "hook params 0", "-backward fc1", "hook done 0"}));
+            (std::vector<std::string>{"+backward fc2", "hook params fc2", "-backward fc2",
+                                      "hook done fc2", "+backward act1", "hook params act1",
+                                      "-backward act1", "hook done act1", "+backward fc1",
+                                      "hook params fc1", "-backward fc1", "hook done fc1"}));
 
   AdamW adamw(model.Parameters(), AdamWParams{});
   adamw.Step();

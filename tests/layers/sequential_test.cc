@@ -32,12 +32,14 @@ TEST_P(SequentialTest, GradientsAndLayerDoneOrder) {
                                 {2, 5}, device());
   EXPECT_LT(CheckLayerGradients(model, x), 1e-2);
 
-  std::vector<size_t> order;
+  std::vector<std::string> order;
   model.Forward(x);
-  Sequential::LayerHooks hooks;
-  hooks.on_layer_done = [&](size_t i) { order.push_back(i); };
-  model.BackwardWith(Tensor::Zeros({2, 3}, device()), BackwardArgs::For(device()), hooks);
-  EXPECT_EQ(order, (std::vector<size_t>{2, 1, 0}));
+  LayerHooks hooks;
+  hooks.on_backward_done = [&](Layer& layer) { order.push_back(layer.Name()); };
+  BackwardArgs args = BackwardArgs::For(device());
+  args.hooks = &hooks;
+  model.BackwardWith(Tensor::Zeros({2, 3}, device()), args);
+  EXPECT_EQ(order, (std::vector<std::string>{"fc2", "act1", "fc1"}));
 }
 
 // What the parameter lane reads goes back to the allocator a few layers
@@ -61,18 +63,21 @@ TEST_P(SequentialTest, BackwardReleasesWhatTheParameterLaneReadAsItGoes) {
   const Tensor x = Tensor::FromVector(xs, {batch, width}, device());
   const Tensor dy = Tensor::FromVector(xs, {batch, width}, device());
   Allocator& allocator = GetBackend(device()).allocator();
-  std::vector<int64_t> in_use(depth);
-  Sequential::LayerHooks hooks;
-  hooks.on_layer_done = [&](size_t i) { in_use[i] = allocator.stats().bytes_in_use; };
+  std::vector<int64_t> in_use;  // as each layer returns, the last first
+  LayerHooks hooks;
+  hooks.on_backward_done = [&](Layer&) { in_use.push_back(allocator.stats().bytes_in_use); };
   model.Forward(x);
   BackwardArgs args = BackwardArgs::For(device());
   args.grad_mode = GradMode::kOverwrite;
-  const Tensor dx = model.BackwardWith(dy, args, hooks);
+  args.hooks = &hooks;
+  const Tensor dx = model.BackwardWith(dy, args);
+  args.hooks = nullptr;
+  ASSERT_EQ(in_use.size(), static_cast<size_t>(depth));
   // A layer's input and dz: what it may leave for the parameter lane.
   const int64_t per_layer = 2 * batch * width * static_cast<int64_t>(sizeof(float));
-  EXPECT_LE(in_use[0] - in_use[depth - 1], 3 * per_layer)
+  EXPECT_LE(in_use[depth - 1] - in_use[0], 3 * per_layer)
       << "from the last layer's Backward to the first's, memory in use grew by "
-      << in_use[0] - in_use[depth - 1] << " bytes";
+      << in_use[depth - 1] - in_use[0] << " bytes";
 
   BackwardArgs one_lane = args;
   one_lane.param_lane = one_lane.lane;
@@ -118,13 +123,15 @@ TEST(SequentialHooksTest, ParamsReadyWhereTheLayerSaysElseOnReturn) {
   model.Emplace<NoticeLogger>("late", false, log);
   model.Emplace<NoticeLogger>("early", true, log);
   model.Forward(Tensor::Zeros({1, 1}));
-  Sequential::LayerHooks hooks;
-  hooks.on_params_ready = [&](size_t i) { log.push_back("ready " + std::to_string(i)); };
-  hooks.on_layer_done = [&](size_t i) { log.push_back("done " + std::to_string(i)); };
-  model.BackwardWith(Tensor::Zeros({1, 1}), BackwardArgs::For(Device::Cpu()), hooks);
+  LayerHooks hooks;
+  hooks.on_params_ready = [&](Layer& layer) { log.push_back("ready " + layer.Name()); };
+  hooks.on_backward_done = [&](Layer& layer) { log.push_back("done " + layer.Name()); };
+  BackwardArgs args = BackwardArgs::For(Device::Cpu());
+  args.hooks = &hooks;
+  model.BackwardWith(Tensor::Zeros({1, 1}), args);
   EXPECT_EQ(log, (std::vector<std::string>{
-                     "early gradients", "ready 1", "early input gradient", "done 1",
-                     "late gradients", "late input gradient", "ready 0", "done 0"}));
+                     "early gradients", "ready early", "early input gradient", "done early",
+                     "late gradients", "late input gradient", "ready late", "done late"}));
 }
 
 // The prepare hook changes one layer's arguments: here the first layer's
@@ -139,13 +146,14 @@ TEST(SequentialHooksTest, PrepareSeesEachLayersArguments) {
   BackwardArgs args = BackwardArgs::For(Device::Cpu());
   args.input_grad = false;
   std::vector<std::string> seen;
-  Sequential::LayerHooks hooks;
-  hooks.prepare = [&](size_t i, BackwardArgs& layer_args) {
-    seen.push_back(std::to_string(i) + (layer_args.input_grad ? " dx" : " no dx"));
-    if (i == 0) layer_args.param_lane = layer_args.lane;
+  LayerHooks hooks;
+  hooks.prepare_backward = [&](Layer& layer, BackwardArgs& layer_args) {
+    seen.push_back(layer.Name() + (layer_args.input_grad ? " dx" : " no dx"));
+    if (layer.Name() == "fc1") layer_args.param_lane = layer_args.lane;
   };
-  EXPECT_FALSE(model.BackwardWith(Tensor::Full({4, 2}, 1.f), args, hooks).defined());
-  EXPECT_EQ(seen, (std::vector<std::string>{"1 dx", "0 no dx"}));
+  args.hooks = &hooks;
+  EXPECT_FALSE(model.BackwardWith(Tensor::Full({4, 2}, 1.f), args).defined());
+  EXPECT_EQ(seen, (std::vector<std::string>{"fc2 dx", "fc1 no dx"}));
 }
 
 // A custom layer with a parameter that implements only the simple form: the

@@ -22,10 +22,13 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "layers/activation.h"
+#include "layers/embedding.h"
+#include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/residual.h"
 #include "layers/sequential.h"
 #include "parallel/sharding.h"
 #include "parallel/thread_communicator.h"
@@ -490,6 +493,63 @@ TEST(ReducerTest, AllReduceStartsAtGradientsUpdateAfterTheLayer) {
     EXPECT_GT(at("update 0"), at("b input gradient, w = 2.000000"));
     EXPECT_GT(at("update 1"), at("a input gradient, w = 2.000000"));
     EXPECT_LT(at("update 0"), at("update 1"));
+  }
+}
+
+// A model that is a tree: an embedding, a residual block whose body holds
+// two LayerNorms and two Linears, a head. Every parameter is its own bucket.
+// Each layer, however deep, is reported as its gradients are queued: the
+// LayerNorm in the middle of the block has its gradients reducing before the
+// block's first Linear has returned, and the embedding (backward's last
+// layer, whose input is data) before its own Backward has.
+TEST(ReducerTest, LayersAtAnyDepthStartReducingAsTheirGradientsAreQueued) {
+  ThreadGroup group(2);
+  std::vector<std::vector<std::string>> logs(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<std::string>& log = logs[r];
+      LoggingComm comm(group.communicator(r), log);
+      Rng rng(3);
+      Sequential model("net");
+      model.Emplace<Embedding>("emb", 6, 4, rng, Device::Cpu());
+      auto body = std::make_unique<Sequential>("body");
+      body->Emplace<LayerNorm>("ln1", 8, Device::Cpu());
+      body->Emplace<Linear>("fc1", 8, 8, rng, LinearOptions{Activation::kTanh});
+      body->Emplace<LayerNorm>("ln2", 8, Device::Cpu());
+      body->Emplace<Linear>("fc2", 8, 8, rng);
+      model.Emplace<Residual>("block", std::move(body));
+      model.Emplace<Linear>("head", 8, 3, rng);
+      ReducerOptions options;
+      options.bucket_bytes = 4;  // one bucket per parameter
+      Reducer reducer(model, comm, options);
+      reducer.set_layer_done_hook([&log](Layer& layer) { log.push_back("done " + layer.Name()); });
+      SoftmaxCrossEntropyLoss loss;
+      loss.Forward(model.Forward(Tensor::FromVector({0, 5, 2, 3, 1, 1}, {3, 2})),
+                   Tensor::FromVector({0, 2, 1}, {3}), 6);
+      log.clear();
+      reducer.Backward(loss.Backward());
+      EXPECT_EQ(reducer.BucketParameterNames(5), std::vector<std::string>{"block.ln2.weight"});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::vector<std::string>& log : logs) {
+    auto at = [&](const std::string& entry) {
+      return std::find(log.begin(), log.end(), entry) - log.begin();
+    };
+    auto reductions_before = [&](const std::string& entry) {
+      return std::count_if(log.begin(), log.begin() + at(entry), [](const std::string& e) {
+        return e.rfind("all-reduce", 0) == 0;
+      });
+    };
+    const std::string printed = ::testing::PrintToString(log);
+    ASSERT_LT(at("done emb"), static_cast<std::ptrdiff_t>(log.size())) << printed;
+    // Buckets 0-5: head's, fc2's and ln2's parameters.
+    EXPECT_EQ(reductions_before("done ln2"), 6) << printed;
+    EXPECT_EQ(reductions_before("done fc1"), 8) << printed;
+    EXPECT_EQ(reductions_before("done block"), 10) << printed;
+    EXPECT_EQ(reductions_before("done emb"), 11) << printed;
+    EXPECT_LT(at("done fc1"), at("done ln1")) << printed;
   }
 }
 
