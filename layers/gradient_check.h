@@ -1,6 +1,6 @@
 // Finite-difference gradient checks for layers and losses: does a layer's
 // Backward agree with its Forward? For the tests of your own layers, as for
-// Tandem's (docs/custom_layers.md, "Check its gradients"). It needs no test
+// Tandem's (docs/custom_layers.md, "Checking its gradients"). It needs no test
 // framework: the check returns what it found and `Require` throws
 // tandem::Error, naming the tensor and its worst element, when the gradients
 // are off. From another workspace the target is @tandem//layers:gradient_check.

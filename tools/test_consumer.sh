@@ -3,8 +3,9 @@
 # an external repository (local_repository + tandem_dependencies(), as
 # README.md's "Use Tandem in your project" shows), so Tandem's public
 # targets, include paths and CUDA build are checked from outside: it runs
-# the consumer's test (which builds the trainer and every library under it,
-# CUDA backend included), then its training program.
+# the consumer's tests (a training run, which builds the trainer and every
+# library under it, CUDA backend included; a custom layer of the consumer's
+# own, under Tandem's gradient check), then its training program.
 #   tools/test_consumer.sh [extra bazel test arguments]
 # It uses an output base of its own, beside this checkout's (never one shared
 # with another checkout: see tools/test.sh), and shuts its Bazel server down
