@@ -106,28 +106,14 @@ void ValidateForWrite(const std::map<std::string, SafetensorsTensor>& tensors,
 std::string EncodeHeader(const std::map<std::string, SafetensorsTensor>& tensors,
                          const std::map<std::string, std::string>& metadata,
                          const std::string& context) {
-  std::string json = "{";
-  if (!metadata.empty()) {
-    json += "\"__metadata__\":{";
-    for (auto it = metadata.begin(); it != metadata.end(); ++it) {
-      if (it != metadata.begin()) json += ",";
-      json += internal::JsonQuote(it->first) + ":" + internal::JsonQuote(it->second);
-    }
-    json += "}";
-  }
+  internal::SafetensorsHeader header;
+  header.metadata = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    if (json.size() > 1) json += ",";
-    json += internal::JsonQuote(name) + ":{\"dtype\":" + internal::JsonQuote(t.dtype) +
-            ",\"shape\":[";
-    for (size_t i = 0; i < t.shape.size(); ++i) {
-      json += (i ? "," : "") + std::to_string(t.shape[i]);
-    }
-    json += "],\"data_offsets\":[" + std::to_string(offset) + "," +
-            std::to_string(offset + t.data.size()) + "]}";
+    header.tensors.push_back({name, t.dtype, t.shape, offset, offset + t.data.size()});
     offset += t.data.size();
   }
-  json += "}";
+  std::string json = internal::SafetensorsHeaderJson(header);
   json.append((8 - json.size() % 8) % 8, ' ');
   TANDEM_CHECK(json.size() <= kMaxHeaderBytes)
       << context << ": the header would be " << json.size()

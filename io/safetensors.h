@@ -30,9 +30,10 @@
 // any), then the tensors in name order with contiguous data, and replaces
 // the file atomically (write a .tmp, fsync, rename) as WriteCheckpoint
 // does. ReadSafetensors treats its input as untrusted: it checks the
-// header length against the file's size and parses the JSON with a strict
-// parser of its own; every malformed input is a tandem::Error whose message
-// starts with the path and says what is wrong. No length or shape in the
+// header length against the file's size and parses the JSON with
+// nlohmann-json, refusing whatever the format does not allow (repeated keys
+// included); every malformed input is a tandem::Error whose message starts
+// with the path and says what is wrong. No length or shape in the
 // file can make it allocate more than the file's size would justify.
 #ifndef TANDEM_IO_SAFETENSORS_H_
 #define TANDEM_IO_SAFETENSORS_H_

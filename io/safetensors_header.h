@@ -1,18 +1,19 @@
-// The JSON header of a safetensors file: a strict parser for exactly the
-// JSON the format uses, and the writer's JSON. Private to //io:safetensors
-// (io/safetensors.h is the interface).
+// The JSON header of a safetensors file, read and written with
+// nlohmann-json. Private to //io:safetensors (io/safetensors.h is the
+// interface).
 //
 // The parser accepts one object whose members are "__metadata__" (an object
 // of strings) or tensors, each an object of exactly "dtype" (a string),
 // "shape" (an array of integers) and "data_offsets" (an array of two
-// integers), in any order, with JSON whitespace between tokens and spaces
-// after the closing brace. Strings may hold any JSON escape (\uXXXX with
-// surrogate pairs included) and must be valid UTF-8. Integers are
-// non-negative, without sign, fraction, exponent or leading zeros, and at
-// most 2^63 - 1. Anything else (another type, an unknown or repeated key, a
-// repeated tensor name, trailing bytes) throws tandem::Error that starts
-// "<path>: malformed safetensors header at byte K:". The grammar is flat
-// (depth 2), so the parser does not recurse.
+// integers), in any order. The header starts with '{' and may end with
+// spaces after the closing brace, nothing else (the specification's
+// padding). Strings must be valid UTF-8, escapes included; integers are
+// non-negative, without fraction or exponent, and at most 2^63 - 1; no
+// object repeats a key (nlohmann alone would keep the last); nothing nests
+// deeper than a tensor's arrays. Anything else throws tandem::Error that
+// starts "<path>: malformed safetensors header" and says what is wrong: for
+// invalid JSON, the byte of the header and nlohmann's reason; otherwise the
+// tensor or key at fault.
 #ifndef TANDEM_IO_SAFETENSORS_HEADER_H_
 #define TANDEM_IO_SAFETENSORS_HEADER_H_
 
@@ -44,9 +45,10 @@ struct SafetensorsHeader {
 SafetensorsHeader ParseSafetensorsHeader(const char* text, size_t size,
                                          const std::string& path);
 
-// `text` as a JSON string literal, quotes included: '"' and '\' escaped,
-// control characters as \n, \t, ... or \u00XX, everything else as is.
-std::string JsonQuote(const std::string& text);
+// The header as compact JSON, unpadded: "__metadata__" first unless it is
+// empty, then the tensors in their order. Every name, dtype and metadata
+// string must be valid UTF-8 (IsValidUtf8).
+std::string SafetensorsHeaderJson(const SafetensorsHeader& header);
 
 // Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates,
 // nothing above U+10FFFF).

@@ -4,7 +4,8 @@
 #
 #   tools/fuzz.sh [SECONDS] [TARGET...]     fuzz each TARGET for SECONDS
 #                                           (default 60; targets default to
-#                                           all: idx_reader checkpoint)
+#                                           all: idx_reader checkpoint
+#                                           safetensors)
 #   tools/fuzz.sh 300 checkpoint            five minutes on the checkpoint reader
 #   $FUZZ_DIR/checkpoint_fuzzer CRASH_FILE  replay a finding (prints the stack)
 #
@@ -35,7 +36,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-60}"
 shift || true
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(idx_reader checkpoint)
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(idx_reader checkpoint safetensors)
 FUZZ_DIR="${FUZZ_DIR:-/tmp/tandem_fuzz}"
 FUZZ_NICE="${FUZZ_NICE:-10}"
 CXX="${CXX:-clang++-14}"
@@ -77,9 +78,12 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 # coverage, so libFuzzer steers by the readers' branches, not Eigen's; the
 # code under test (FUZZED_SOURCES) gets coverage instrumentation.
 FUZZED_SOURCES=(data/idx_reader.cc io/checkpoint.cc io/checkpoint_format.cc
-                tests/fuzz/idx_reader_fuzzer.cc tests/fuzz/checkpoint_fuzzer.cc)
+                io/safetensors.cc io/safetensors_header.cc
+                tests/fuzz/idx_reader_fuzzer.cc tests/fuzz/checkpoint_fuzzer.cc
+                tests/fuzz/safetensors_fuzzer.cc)
 query='kind("source file", deps(//tests/fuzz:idx_reader_fuzzer_test)
-       union deps(//tests/fuzz:checkpoint_fuzzer_test))'
+       union deps(//tests/fuzz:checkpoint_fuzzer_test)
+       union deps(//tests/fuzz:safetensors_fuzzer_test))'
 if ! labels="$(bazel query "$query" 2>"$FUZZ_DIR/query.log")"; then
   echo "fuzz.sh: bazel query for the fuzz targets' sources failed:" >&2
   cat "$FUZZ_DIR/query.log" >&2
@@ -132,7 +136,7 @@ echo "   compiled in $(( $(date +%s) - start )) s"
 
 lib_objs=()
 for src in "${LIB_SOURCES[@]}" data/idx_reader.cc io/checkpoint.cc \
-           io/checkpoint_format.cc; do
+           io/checkpoint_format.cc io/safetensors.cc io/safetensors_header.cc; do
   lib_objs+=("$FUZZ_DIR/obj/${src//\//_}.o")
 done
 
