@@ -15,7 +15,7 @@
 //
 //   const tandem::GradCheckResult r = tandem::CompareLayerGradients(layer, x);
 //   EXPECT_LE(r.max_error(), 1e-2) << r.worst();
-//   EXPECT_LT(tandem::CheckLayerGradients(layer, x), 1e-2);  // the same, shorter
+//   EXPECT_LT(tandem::CheckLayerGradients(layer, x), 1e-2);  // the number only
 //
 // The layer is probed through L = sum(Forward(x) * r) for a fixed random r,
 // so dL/dy = r: Backward(r) gives the analytic gradients of L, for the input
