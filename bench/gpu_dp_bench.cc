@@ -92,7 +92,7 @@ Replica MakeReplica(const Options& o, Worker& w, ReducerOptions ro) {
   Replica r;
   r.model = Mlp(Sizes(o.model), Activation::kRelu, rng, mlp);
   ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
-  r.reducer = std::make_unique<Reducer>(*r.model, w.gradient_lanes(), ro);
+  r.reducer = std::make_unique<Reducer>(*r.model, w.gradient_comms(), ro);
   return r;
 }
 
@@ -230,7 +230,7 @@ void RunTraining(const Options& o, Worker& w, bench::ResultPrinter& results) {
         .Add("bucket_mb", o.bucket_mb, 1).Add("gemm_reserve", o.gemm_reserve)
         .Add("gradients_first", o.gradients_first_layers)
         .Add("symmetric", SymmetricMemory(w) ? "on" : "off")
-        .Add("buckets", reducer.num_buckets()).Add("lanes", reducer.num_lanes())
+        .Add("buckets", reducer.num_buckets()).Add("lanes", reducer.num_comms())
         .Add("step_ms", ms, 3)
         .Add("samples_per_s", o.batch * w.size / (ms / 1000.0), 0)
         .Add("tflops", 6.0 * params * o.batch * w.size / (ms / 1000.0) / 1e12, 1)
@@ -246,7 +246,7 @@ void RunAllReduce(const Options& o, Worker& w, bench::ResultPrinter& results) {
   Replica replica = MakeReplica(o, w, ReducerOptions());
   Reducer& reducer = *replica.reducer;
   Communicator& comm = w.gradient_comm();  // lanes[0]
-  const std::vector<Communicator*> lanes = w.gradient_lanes();
+  const std::vector<Communicator*> lanes = w.gradient_comms();
   const int64_t n = ParameterCount(*replica.model);
   // The kind of memory the reducer's buckets are in (NCCL symmetric memory
   // unless TANDEM_NCCL_SYMMETRIC=0), for both timings; one raw all-reduce of
@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
                  "per_bucket (the reducer's OptimizerUpdateHook) or step (Step after Backward)");
   app.add_option("--grads", o.grads, "overwrite (no ZeroGrad), accumulate (ZeroGrad + add) or fused_sgd (1 GPU)");
   app.add_option("--mode", mode, "threads or mpi");
-  app.add_option("--gradient_lanes", launch.gradient_lanes,
+  app.add_option("--gradient_comms", launch.gradient_comms,
                  "NCCL communicators the buckets are spread over");
   app.add_option("--workers", workers, "GPUs in threads mode");
   CLI11_PARSE(app, argc, argv);

@@ -185,7 +185,7 @@ void RunDataParallel(const Config& c, bench::ResultPrinter& results) {
     auto model = Mlp(c.sizes, Activation::kRelu, init, mlp);
     ReducerOptions ro;
     ro.bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
-    Reducer reducer(*model, w.gradient_lanes(), ro);
+    Reducer reducer(*model, w.gradient_comms(), ro);
     std::unique_ptr<Optimizer> sgd = MakeOptimizer(SgdConfig(), model->Parameters());
     MseLoss loss;
     Rng data(c.seed + 1 + w.rank);

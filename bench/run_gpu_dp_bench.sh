@@ -33,7 +33,7 @@ for cfg in "large 512" "large 4096" "small 256"; do
   timeout 60 "$bin" $common --workers=1 --grads=fused_sgd | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --no_overlap | sed 's/^/tandem threads /'
-  timeout 60 "$bin" $common --workers=2 --gradient_lanes=2 | sed 's/^/tandem threads /'
+  timeout 60 "$bin" $common --workers=2 --gradient_comms=2 | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --update=step | sed 's/^/tandem threads /'
   timeout 60 "$bin" $common --workers=2 --gemm_reserve=0 | sed 's/^/tandem threads /'
   # What gradients first and symmetric memory are each worth, in the same
@@ -50,13 +50,13 @@ done
 echo "== all-reduce of the whole gradient: bucketed vs one raw call"
 for mb in 4 25 50 100; do
   for lanes in 1 2; do
-    timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb --gradient_lanes=$lanes
+    timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb --gradient_comms=$lanes
   done
   TANDEM_NCCL_SYMMETRIC=0 timeout 60 "$bin" --model=large --workers=2 --allreduce_only --steps=10 --bucket_mb=$mb | sed 's/^/plain_memory /'
 done
 echo "== raw NCCL: mlp-large's buckets (closed before the crossing parameter, DDP's rule, 100 MiB) over 1-3 communicators"
 for sizes in 16.02,64,0.016,64,0.016,64,16.02 80.02,64.02,64.02,16.02 80.04,64.02,80.02; do
-  timeout 60 "$here/bin/bench__nccl_lanes_bench" --buckets_mb=$sizes --lanes=1,2,3
+  timeout 60 "$here/bin/bench__nccl_comms_bench" --buckets_mb=$sizes --lanes=1,2,3
 done
 echo "== large batch 512, bucket sweep"
 for mb in 4 50 100; do

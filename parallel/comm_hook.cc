@@ -26,7 +26,7 @@ namespace tandem {
 //      final float32 values.
 // Two lanes, not one: a compress queued behind a decompress would wait for
 // that bucket's all-reduce, and the next bucket's all-reduce (perhaps on
-// another communicator, Note [Lanes] in reducer.cc) could not start before
+// another communicator, Note [Communicators] in reducer.cc) could not start before
 // the previous one had finished.
 // Within a step each bfloat16 buffer is written by the compress, then read
 // and written by the all-reduce, then read by the decompress, each after

@@ -14,7 +14,7 @@
 // With one rank the reducer reduces nothing: it calls AfterReduce and
 // FinishStep, with completed work, but not Reduce.
 //
-//   Reducer reducer(model, worker.gradient_lanes());
+//   Reducer reducer(model, worker.gradient_comms());
 //   reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(*optimizer));
 //   ...
 //   reducer.Backward(loss.Backward());   // reduces and updates every bucket

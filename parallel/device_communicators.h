@@ -6,11 +6,11 @@
 // and says why.
 //
 //   // Threads mode: every rank of one process, one GPU each, made at once.
-//   auto group = MakeThreadDeviceGroup({0, 1}, /*lanes=*/1, options);
-//   std::vector<Communicator*> mine = group->lanes(rank);
+//   auto group = MakeThreadDeviceGroup({0, 1}, /*comms=*/1, options);
+//   std::vector<Communicator*> mine = group->comms(rank);
 //
 //   // One rank per process (MPI): bootstrapped over the host communicator.
-//   auto lanes = MakeRankDeviceCommunicators(host, /*gpu=*/0, 1, options);
+//   auto comms = MakeRankDeviceCommunicators(host, /*gpu=*/0, 1, options);
 #ifndef TANDEM_PARALLEL_DEVICE_COMMUNICATORS_H_
 #define TANDEM_PARALLEL_DEVICE_COMMUNICATORS_H_
 
@@ -30,19 +30,19 @@ struct DeviceCommOptions {
   // Debug, MakeRankDeviceCommunicators only: compare every collective
   // across ranks over this host communicator (Communicator::
   // set_fingerprint_channel), which must outlive the communicators' use;
-  // null: off. The ranks of a thread group each need a channel of their own:
-  // set it on each communicator of lanes(rank).
+  // null: off. The ranks of a thread group each need a comm of their own:
+  // set it on each communicator of comms(rank).
   Communicator* fingerprint_channel = nullptr;
 };
 
-// The device communicators of every rank of one process: `lanes`
+// The device communicators of every rank of one process: `comms`
 // communicators per rank over the same ranks, rank r on GPU gpus[r].
 class DeviceGroup {
  public:
   virtual ~DeviceGroup() = default;
   virtual int size() const = 0;
-  // Rank r's communicators, lane 0 first; owned by the group.
-  virtual std::vector<Communicator*> lanes(int rank) = 0;
+  // Rank r's communicators, comm 0 first; owned by the group.
+  virtual std::vector<Communicator*> comms(int rank) = 0;
   // Aborts every communicator of every rank (their device work exits and
   // every later or waiting collective fails). Callable from any thread.
   virtual void Abort(const std::string& reason) = 0;
@@ -53,18 +53,18 @@ class DeviceGroup {
 bool DeviceCommunicatorsAvailable(std::string* why = nullptr);
 
 // Throws tandem::Error if the build has none, `gpus` is empty or names a
-// GPU twice (one GPU per rank), `lanes` < 1, options.fingerprint_channel is
+// GPU twice (one GPU per rank), `comms` < 1, options.fingerprint_channel is
 // set (see DeviceCommOptions), or NCCL cannot create them.
 std::unique_ptr<DeviceGroup> MakeThreadDeviceGroup(const std::vector<int>& gpus,
-                                                   int lanes,
+                                                   int comms,
                                                    const DeviceCommOptions& options);
 
-// This process's rank of `lanes` communicators spanning every rank of
+// This process's rank of `comms` communicators spanning every rank of
 // `host` (same rank, same size), on GPU `gpu`. Collective over host: every
 // rank calls it, each with a GPU of its own on its node. Throws
-// tandem::Error if the build has none, `lanes` < 1 or NCCL fails.
+// tandem::Error if the build has none, `comms` < 1 or NCCL fails.
 std::vector<std::unique_ptr<Communicator>> MakeRankDeviceCommunicators(
-    Communicator& host, int gpu, int lanes, const DeviceCommOptions& options);
+    Communicator& host, int gpu, int comms, const DeviceCommOptions& options);
 
 }  // namespace tandem
 

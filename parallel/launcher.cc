@@ -106,11 +106,11 @@ void RunWorker(const std::shared_ptr<ThreadLaunch>& launch, int rank, Device dev
   const Device mine = device.is_cuda() ? Device::Cuda(rank) : device;
   Worker worker{rank, l.group.size(), mine, l.group.communicator(rank), nullptr, {}};
   if (l.devices != nullptr) {
-    worker.device_lanes = l.devices->lanes(rank);
-    worker.device_comm = worker.device_lanes.front();
+    worker.device_comms = l.devices->comms(rank);
+    worker.device_comm = worker.device_comms.front();
     // Each rank compares its device collectives over its host communicator.
     if (options.check_collectives) {
-      for (Communicator* lane : worker.device_lanes) lane->set_fingerprint_channel(&worker.comm);
+      for (Communicator* lane : worker.device_comms) lane->set_fingerprint_channel(&worker.comm);
     }
   }
   std::string message;
@@ -139,7 +139,7 @@ std::unique_ptr<DeviceGroup> MakeDeviceGroup(int workers, const LaunchOptions& o
   for (int rank = 0; rank < workers; ++rank) gpus[static_cast<size_t>(rank)] = rank;
   DeviceCommOptions device_options;
   device_options.timeout = TimeoutOf(options);
-  return MakeThreadDeviceGroup(gpus, options.gradient_lanes, device_options);
+  return MakeThreadDeviceGroup(gpus, options.gradient_comms, device_options);
 }
 
 std::vector<std::thread> StartWorkers(const std::shared_ptr<ThreadLaunch>& launch, int workers,
@@ -231,7 +231,7 @@ std::vector<std::unique_ptr<Communicator>> MakeRankDevices(MpiCommunicator& host
   DeviceCommOptions device_options;
   device_options.timeout = TimeoutOf(options);
   if (options.check_collectives) device_options.fingerprint_channel = &host;
-  return MakeRankDeviceCommunicators(host, device.index, options.gradient_lanes,
+  return MakeRankDeviceCommunicators(host, device.index, options.gradient_comms,
                                      device_options);
 }
 
@@ -281,8 +281,8 @@ void LaunchMpi(Device device, const LaunchOptions& options,
     BindThreadToDevice(mine);
     if (mine.is_cuda()) {
       devices = MakeRankDevices(comm, mine, options);
-      for (auto& lane : devices) worker.device_lanes.push_back(lane.get());
-      worker.device_comm = worker.device_lanes.front();
+      for (auto& lane : devices) worker.device_comms.push_back(lane.get());
+      worker.device_comm = worker.device_comms.front();
     }
     fn(worker);
     return;
@@ -321,8 +321,8 @@ void Launch(const LaunchOptions& options,
       << ", not a launch mode: use --mode=threads or --mode=mpi";
   TANDEM_CHECK(options.collective_timeout_s > 0)
       << "--collective_timeout must be positive, got " << options.collective_timeout_s;
-  TANDEM_CHECK(options.gradient_lanes >= 1)
-      << "--gradient_lanes must be at least 1, got " << options.gradient_lanes;
+  TANDEM_CHECK(options.gradient_comms >= 1)
+      << "--gradient_comms must be at least 1, got " << options.gradient_comms;
   TANDEM_CHECK(options.cpu_threads >= 0)
       << "--cpu_threads must be 0 (one thread per core and worker) or more, got "
       << options.cpu_threads;

@@ -75,12 +75,12 @@ struct LaunchOptions {
   // running (stuck outside any collective; see Note [Stuck workers]).
   double stop_grace_s = 5.0;
   // Workers on GPUs: how many device communicators each gets for gradients
-  // (Worker::gradient_lanes). The reducer spreads its buckets over them so
+  // (Worker::gradient_comms). The reducer spreads its buckets over them so
   // that consecutive all-reduces overlap. More than one moves a bucketed
   // gradient faster when nothing else runs, but beside backward's GEMMs one
   // is faster (fewer NCCL kernels competing for SMs; docs/benchmarks.md),
   // hence the default.
-  int gradient_lanes = 1;
+  int gradient_comms = 1;
   // Workers on the CPU: intra-op threads per worker (--cpu_threads); 0 lets
   // TANDEM_CPU_THREADS or the launcher's sizing decide (hardware threads /
   // workers on this host; core/cpu/cpu_threads.h).
@@ -97,18 +97,18 @@ struct Worker {
   // per worker; null on CPU. Same ranks as `comm`.
   Communicator* device_comm = nullptr;
   // All of this worker's device communicators (LaunchOptions::
-  // gradient_lanes of them, device_comm first); empty on CPU.
-  std::vector<Communicator*> device_lanes;
+  // gradient_comms of them, device_comm first); empty on CPU.
+  std::vector<Communicator*> device_comms;
 
   // Rank 0: the worker that logs, evaluates and saves.
   bool is_root() const { return rank == 0; }
   // The communicator for the worker's gradients: NCCL on a GPU, the host
   // communicator on the CPU.
   Communicator& gradient_comm() const { return device_comm ? *device_comm : comm; }
-  // The communicators to spread gradient buckets over (Reducer's lanes
-  // constructor): device_lanes on a GPU, the host communicator on the CPU.
-  std::vector<Communicator*> gradient_lanes() const {
-    if (!device_lanes.empty()) return device_lanes;
+  // The communicators to spread gradient buckets over (Reducer's comms
+  // constructor): device_comms on a GPU, the host communicator on the CPU.
+  std::vector<Communicator*> gradient_comms() const {
+    if (!device_comms.empty()) return device_comms;
     return {&gradient_comm()};
   }
 };

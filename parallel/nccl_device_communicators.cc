@@ -13,17 +13,17 @@
 namespace tandem {
 namespace {
 
-void CheckLanes(const char* function, int lanes) {
-  TANDEM_CHECK(lanes >= 1) << function << ": " << lanes
+void CheckComms(const char* function, int comms) {
+  TANDEM_CHECK(comms >= 1) << function << ": " << comms
                            << " communicators per rank; ask for at least 1";
 }
 
-// One NcclThreadGroup per lane, over the same GPUs.
+// One NcclThreadGroup per comm, over the same GPUs.
 class NcclDeviceGroup final : public DeviceGroup {
  public:
-  NcclDeviceGroup(const std::vector<int>& gpus, int lanes, const DeviceCommOptions& options) {
-    groups_.reserve(static_cast<size_t>(lanes));
-    for (int lane = 0; lane < lanes; ++lane) {
+  NcclDeviceGroup(const std::vector<int>& gpus, int comms, const DeviceCommOptions& options) {
+    groups_.reserve(static_cast<size_t>(comms));
+    for (int i = 0; i < comms; ++i) {
       groups_.push_back(std::make_unique<NcclThreadGroup>(gpus));
       for (int rank = 0; rank < groups_.back()->size(); ++rank) {
         groups_.back()->communicator(rank).set_timeout(options.timeout);
@@ -33,7 +33,7 @@ class NcclDeviceGroup final : public DeviceGroup {
 
   int size() const override { return groups_.front()->size(); }
 
-  std::vector<Communicator*> lanes(int rank) override {
+  std::vector<Communicator*> comms(int rank) override {
     std::vector<Communicator*> mine;
     mine.reserve(groups_.size());
     for (auto& group : groups_) mine.push_back(&group->communicator(rank));
@@ -55,23 +55,23 @@ bool DeviceCommunicatorsAvailable(std::string* why) {
   return true;
 }
 
-std::unique_ptr<DeviceGroup> MakeThreadDeviceGroup(const std::vector<int>& gpus, int lanes,
+std::unique_ptr<DeviceGroup> MakeThreadDeviceGroup(const std::vector<int>& gpus, int comms,
                                                    const DeviceCommOptions& options) {
-  CheckLanes("MakeThreadDeviceGroup", lanes);
+  CheckComms("MakeThreadDeviceGroup", comms);
   TANDEM_CHECK(options.fingerprint_channel == nullptr)
       << "MakeThreadDeviceGroup: DeviceCommOptions::fingerprint_channel is one communicator, "
          "but each rank of a thread group needs its own; call set_fingerprint_channel on each "
-         "communicator of lanes(rank) instead";
-  return std::make_unique<NcclDeviceGroup>(gpus, lanes, options);
+         "communicator of comms(rank) instead";
+  return std::make_unique<NcclDeviceGroup>(gpus, comms, options);
 }
 
 std::vector<std::unique_ptr<Communicator>> MakeRankDeviceCommunicators(
-    Communicator& host, int gpu, int lanes, const DeviceCommOptions& options) {
-  CheckLanes("MakeRankDeviceCommunicators", lanes);
+    Communicator& host, int gpu, int comms, const DeviceCommOptions& options) {
+  CheckComms("MakeRankDeviceCommunicators", comms);
   std::vector<std::unique_ptr<Communicator>> made;
-  made.reserve(static_cast<size_t>(lanes));
-  for (int lane = 0; lane < lanes; ++lane) {
-    // Rank 0 of host makes each lane's NCCL id and broadcasts it.
+  made.reserve(static_cast<size_t>(comms));
+  for (int i = 0; i < comms; ++i) {
+    // Rank 0 of host makes each communicator's NCCL id and broadcasts it.
     std::unique_ptr<NcclCommunicator> comm = NcclCommunicator::Create(host, gpu);
     comm->set_timeout(options.timeout);
     comm->set_fingerprint_channel(options.fingerprint_channel);

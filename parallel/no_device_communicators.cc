@@ -25,13 +25,13 @@ bool DeviceCommunicatorsAvailable(std::string* why) {
   return false;
 }
 
-std::unique_ptr<DeviceGroup> MakeThreadDeviceGroup(const std::vector<int>& gpus, int lanes,
+std::unique_ptr<DeviceGroup> MakeThreadDeviceGroup(const std::vector<int>& gpus, int comms,
                                                    const DeviceCommOptions& options) {
   throw Error("MakeThreadDeviceGroup: " + Why());
 }
 
 std::vector<std::unique_ptr<Communicator>> MakeRankDeviceCommunicators(
-    Communicator& host, int gpu, int lanes, const DeviceCommOptions& options) {
+    Communicator& host, int gpu, int comms, const DeviceCommOptions& options) {
   throw Error("MakeRankDeviceCommunicators on " + host.Describe() + ": " + Why());
 }
 

@@ -42,7 +42,7 @@ void StageReplicaGroups::MakeGroup(int stage, const std::vector<Device>& replica
   if (gpus.empty()) {
     thread_groups_[stage] = std::make_unique<ThreadGroup>(static_cast<int>(replicas.size()));
   } else {
-    device_groups_[stage] = MakeThreadDeviceGroup(gpus, /*lanes=*/1, DeviceCommOptions());
+    device_groups_[stage] = MakeThreadDeviceGroup(gpus, /*comms=*/1, DeviceCommOptions());
   }
 }
 
@@ -51,7 +51,7 @@ std::vector<Communicator*> StageReplicaGroups::comms(int stage, int replica) {
     return {&thread_groups_[stage]->communicator(replica)};
   }
   if (stage < static_cast<int>(device_groups_.size()) && device_groups_[stage]) {
-    return device_groups_[stage]->lanes(replica);
+    return device_groups_[stage]->comms(replica);
   }
   return {};
 }

@@ -27,7 +27,7 @@ namespace tandem {
 // per-rank mean followed by an average over ranks would weight a 3-example
 // shard like a 4-example one).
 //
-// Note [Lanes]
+// Note [Communicators]
 // Calls on one communicator run one after another, and one call does not
 // reach the bandwidth of a larger one: each fills and drains its pipeline.
 // So buckets go round-robin over the communicators given; consecutive
@@ -69,20 +69,20 @@ namespace tandem {
 // queue, on the same data, so the result is bitwise the same.
 
 namespace {
-Communicator& FirstLane(const std::vector<Communicator*>& lanes) {
-  TANDEM_CHECK(!lanes.empty() && lanes[0] != nullptr)
+Communicator& FirstComm(const std::vector<Communicator*>& comms) {
+  TANDEM_CHECK(!comms.empty() && comms[0] != nullptr)
       << "Reducer needs at least one communicator";
-  return *lanes[0];
+  return *comms[0];
 }
 }  // namespace
 
 Reducer::Reducer(Layer& model, Communicator& comm, ReducerOptions options)
     : Reducer(model, std::vector<Communicator*>{&comm}, options) {}
 
-Reducer::Reducer(Layer& model, std::vector<Communicator*> lanes, ReducerOptions options)
+Reducer::Reducer(Layer& model, std::vector<Communicator*> comms, ReducerOptions options)
     : model_(model),
-      comm_(FirstLane(lanes)),
-      lanes_(std::move(lanes)),
+      comm_(FirstComm(comms)),
+      comms_(std::move(comms)),
       options_(options),
       hook_(std::make_unique<CommHook>()) {
   TANDEM_CHECK(options.gemm_reserve >= 0)
@@ -93,11 +93,11 @@ Reducer::Reducer(Layer& model, std::vector<Communicator*> lanes, ReducerOptions 
       << ": it counts layers, so 0 (none) or more";
   TANDEM_CHECK(options.bucket_bytes > 0)
       << "--bucket_mb must be positive, got " << options.bucket_bytes << " bytes";
-  for (Communicator* lane : lanes_) {
-    TANDEM_CHECK(lane != nullptr && lane->rank() == comm_.rank() &&
-                 lane->size() == comm_.size())
-        << "Reducer lanes must span the same ranks: lane 0 is " << comm_.Describe()
-        << ", another is " << (lane ? lane->Describe() : std::string("null"));
+  for (Communicator* comm : comms_) {
+    TANDEM_CHECK(comm != nullptr && comm->rank() == comm_.rank() &&
+                 comm->size() == comm_.size())
+        << "Reducer communicators must span the same ranks: communicator 0 is " << comm_.Describe()
+        << ", another is " << (comm ? comm->Describe() : std::string("null"));
   }
   CollectParameters();
   BuildBuckets();
@@ -158,7 +158,7 @@ void Reducer::BuildBuckets() {
   for (const std::vector<size_t>& group : groups) {
     GradBucket bucket;
     bucket.index = static_cast<int>(buckets_.size());
-    bucket.comm = lanes_[buckets_.size() % lanes_.size()];
+    bucket.comm = comms_[buckets_.size() % comms_.size()];
     int64_t elements = 0;
     for (size_t i : group) elements += params_[i].value->numel();
     const Device device = params_[group.front()].value->device();

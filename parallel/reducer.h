@@ -1,7 +1,7 @@
 // The data-parallel reducer: keeps replicas identical by reducing gradients
 // over the workers, overlapped with backward compute.
 //
-//   Reducer reducer(model, worker.gradient_lanes());  // broadcasts rank 0's parameters
+//   Reducer reducer(model, worker.gradient_comms());  // broadcasts rank 0's parameters
 //   Tensor logits = model.Forward(x_shard);
 //   loss.Forward(logits, y_shard, global_batch);  // normalise by the GLOBAL batch
 //   optimizer.ZeroGrad();
@@ -86,11 +86,11 @@ enum class GradientSync { kReduce, kAccumulateLocally };
 
 class Reducer {
  public:
-  // `lanes`: communicators over the same ranks (Worker::gradient_lanes());
-  // bucket b goes to lanes[b % lanes.size()], so consecutive buckets'
-  // reductions can run at once (Note [Lanes]). lanes[0] also broadcasts the
+  // `comms`: communicators over the same ranks (Worker::gradient_comms());
+  // bucket b goes to comms[b % comms.size()], so consecutive buckets'
+  // reductions can run at once (Note [Communicators]). comms[0] also broadcasts the
   // initial parameters.
-  Reducer(Layer& model, std::vector<Communicator*> lanes, ReducerOptions options = {});
+  Reducer(Layer& model, std::vector<Communicator*> comms, ReducerOptions options = {});
   Reducer(Layer& model, Communicator& comm, ReducerOptions options = {});
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -116,7 +116,7 @@ class Reducer {
   void set_layer_done_hook(std::function<void(Layer&)> hook) { layer_hook_ = std::move(hook); }
   // Asks for timing events on every reduction (ReducerTimeline::bucket_work).
   void set_timed_collectives(bool timed) { timed_ = timed; }
-  int num_lanes() const { return static_cast<int>(lanes_.size()); }
+  int num_comms() const { return static_cast<int>(comms_.size()); }
 
   // Copies rank 0's parameters to every rank (done at construction).
   void BroadcastParameters();
@@ -159,8 +159,8 @@ class Reducer {
   void FinishBuckets(const Lane& lane);
 
   Layer& model_;
-  Communicator& comm_;                 // lanes_[0]
-  std::vector<Communicator*> lanes_;   // buckets round-robin over these
+  Communicator& comm_;                   // comms_[0]
+  std::vector<Communicator*> comms_;  // buckets round-robin over these
   ReducerOptions options_;
   std::unique_ptr<CommHook> hook_;
   bool timed_ = false;

@@ -42,7 +42,7 @@ constexpr int64_t kMaxBatch = int64_t{1} << 24;
 constexpr double kMaxBucketMb = 4096;
 constexpr int64_t kMaxTraceSteps = 1000;
 constexpr int kMaxThreads = 1024;               // --workers, --cpu_threads
-constexpr int kMaxGradientLanes = 64;
+constexpr int kMaxGradientComms = 64;
 constexpr double kMaxTimeoutS = 7 * 24 * 3600;  // a week
 
 // Throws unless lo <= value <= hi, naming the flag and its range.
@@ -152,7 +152,7 @@ void CheckLaunch(const TrainConfig& c) {
   CheckPositive("--collective_timeout", c.launch.collective_timeout_s, kMaxTimeoutS,
                 " of seconds");
   CheckIn("--cpu_threads", c.launch.cpu_threads, 0, kMaxThreads);  // 0: cores / workers
-  CheckIn("--gradient_lanes", c.launch.gradient_lanes, 1, kMaxGradientLanes);
+  CheckIn("--gradient_comms", c.launch.gradient_comms, 1, kMaxGradientComms);
   CheckDevice(c.launch.device, mpi ? 0 : workers);
 }
 

@@ -123,7 +123,7 @@ void AddParallelismFlags(CLI::App& app, TrainConfig& c, TrainerCommandLine::Raw&
                "all-reduce after backward instead of during it");
   app.add_flag("--bf16_allreduce", c.bf16_allreduce,
                "all-reduce gradients as bfloat16 (half the bytes), back into float32");
-  app.add_option("--gradient_lanes", c.launch.gradient_lanes,
+  app.add_option("--gradient_comms", c.launch.gradient_comms,
                  "GPUs: NCCL communicators the gradient buckets are spread over");
   app.add_option("--cpu_threads", c.launch.cpu_threads,
                  "CPU workers: intra-op threads each (0: cores / workers on this machine)");

@@ -62,7 +62,7 @@ void WorkerRun::BuildModel() {
   ReducerOptions options;
   options.bucket_bytes = static_cast<int64_t>(config_.bucket_mb * (1 << 20));
   options.overlap = config_.overlap;
-  reducer_ = std::make_unique<Reducer>(*model_, worker_.gradient_lanes(), options);
+  reducer_ = std::make_unique<Reducer>(*model_, worker_.gradient_comms(), options);
   optimizer_ = MakeOptimizer(config_.optimizer, model_->Parameters());
   std::unique_ptr<CommHook> reduce;
   if (config_.bf16_allreduce) reduce = std::make_unique<BFloat16CompressionHook>();

@@ -35,11 +35,11 @@ class GpuReducerTest : public ::testing::Test {
 
 std::vector<std::vector<float>> RunGpus(int workers, DpSetup setup,
                                         std::vector<std::vector<std::vector<float>>>* steps,
-                                        int lanes = 1) {
+                                        int comms = 1) {
   LaunchOptions options;
   options.workers = workers;
   options.device = "cuda";
-  options.gradient_lanes = lanes;
+  options.gradient_comms = comms;
   std::vector<std::vector<float>> params(workers);
   std::mutex mutex;
   Launch(options, [&](Worker& w) {
@@ -51,7 +51,7 @@ std::vector<std::vector<float>> RunGpus(int workers, DpSetup setup,
         (*steps)[rank].push_back(p);
       };
     }
-    params[w.rank] = testing::TrainDataParallel(w.gradient_lanes(), mine);
+    params[w.rank] = testing::TrainDataParallel(w.gradient_comms(), mine);
   });
   return params;
 }
@@ -114,7 +114,7 @@ TEST_F(GpuReducerTest, PerBucketUpdateEqualsStepBitwise) {
   }
 }
 
-// Buckets spread over two NCCL communicators (Note [Lanes]): the same sums
+// Buckets spread over two NCCL communicators (Note [Communicators]): the same sums
 // in the same order per bucket, so bitwise the result of one lane.
 TEST_F(GpuReducerTest, TwoLanesEqualOneLaneBitwise) {
   DpSetup setup;
@@ -168,7 +168,7 @@ TEST_F(GpuReducerTest, BFloat16CompressionKeepsReplicasIdentical) {
               << "\n";
     setup.per_bucket_update = true;
     EXPECT_EQ(RunGpus(2, setup, nullptr)[0], stepped[0]) << optimizer << ": per-bucket update";
-    EXPECT_EQ(RunGpus(2, setup, nullptr, 2)[0], stepped[0]) << optimizer << ": two lanes";
+    EXPECT_EQ(RunGpus(2, setup, nullptr, 2)[0], stepped[0]) << optimizer << ": two comms";
   }
 }
 

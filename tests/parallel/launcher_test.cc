@@ -194,9 +194,9 @@ TEST(LauncherTest, RejectsBadTimeoutsAndLanesNamingTheFlag) {
   EXPECT_NE(error.find("--collective_timeout must be positive, got 0"), std::string::npos)
       << error;
   options = LaunchOptions();
-  options.gradient_lanes = 0;
+  options.gradient_comms = 0;
   error = ErrorText([&] { Launch(options, [](Worker&) {}); });
-  EXPECT_NE(error.find("--gradient_lanes must be at least 1, got 0"), std::string::npos)
+  EXPECT_NE(error.find("--gradient_comms must be at least 1, got 0"), std::string::npos)
       << error;
 }
 

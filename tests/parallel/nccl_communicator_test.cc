@@ -56,13 +56,13 @@ constexpr int kWorkers = 2;
 // Runs fn on `workers` worker threads, worker i on cuda:i;
 // check_collectives turns on the debug fingerprints.
 void LaunchOnGpus(int workers, const std::function<void(Worker&)>& fn,
-                  bool check_collectives = false, int gradient_lanes = 1) {
+                  bool check_collectives = false, int gradient_comms = 1) {
   LaunchOptions options;
   options.mode = LaunchMode::kThreads;
   options.workers = workers;
   options.device = "cuda";
   options.check_collectives = check_collectives;
-  options.gradient_lanes = gradient_lanes;
+  options.gradient_comms = gradient_comms;
   Launch(options, fn);
 }
 
@@ -122,7 +122,7 @@ TEST(NcclLauncherTest, CpuWorkersHaveNoDeviceComm) {
   options.workers = 2;
   std::atomic<int> with_device_comm{0};
   Launch(options, [&](Worker& w) {
-    if (w.device_comm != nullptr || !w.device_lanes.empty()) with_device_comm.fetch_add(1);
+    if (w.device_comm != nullptr || !w.device_comms.empty()) with_device_comm.fetch_add(1);
   });
   EXPECT_EQ(with_device_comm.load(), 0);
 }
@@ -196,23 +196,23 @@ TEST(NcclLauncherTest, CudaWorkersGetAnNcclCommunicatorEach) {
   }
 }
 
-// LaunchOptions::gradient_lanes: that many independent communicators each.
-TEST(NcclLauncherTest, GradientLanesAreIndependentCommunicators) {
+// LaunchOptions::gradient_comms: that many independent communicators each.
+TEST(NcclLauncherTest, GradientCommsAreIndependentCommunicators) {
   SKIP_UNLESS_GPUS(kWorkers);
   std::vector<std::vector<float>> results(2 * kWorkers);
   LaunchOnGpus(
       kWorkers,
       [&](Worker& w) {
-        ASSERT_EQ(w.device_lanes.size(), 2u);
-        EXPECT_EQ(w.device_comm, w.device_lanes[0]);
-        EXPECT_NE(w.device_lanes[0], w.device_lanes[1]);
+        ASSERT_EQ(w.device_comms.size(), 2u);
+        EXPECT_EQ(w.device_comm, w.device_comms[0]);
+        EXPECT_NE(w.device_comms[0], w.device_comms[1]);
         for (int lane = 0; lane < 2; ++lane) {
           Tensor data = OnDevice(RankValues(w.rank + 10 * lane, 100), w.device);
-          w.device_lanes[lane]->AllReduce(data.data(), 100, ReduceOp::kSum)->Wait();
+          w.device_comms[lane]->AllReduce(data.data(), 100, ReduceOp::kSum)->Wait();
           results[2 * w.rank + lane] = data.ToVector();
         }
       },
-      /*check_collectives=*/false, /*gradient_lanes=*/2);
+      /*check_collectives=*/false, /*gradient_comms=*/2);
   for (int r = 0; r < kWorkers; ++r) {
     for (int lane = 0; lane < 2; ++lane) {
       // sum over ranks {0, 1} of (r + 10 lane) + i/2 = 1 + 20 lane + i.

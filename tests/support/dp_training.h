@@ -41,7 +41,7 @@ struct DpSetup {
 // `comm` carries the gradients: a host communicator for CPU tensors, NCCL
 // (Worker::gradient_comm) for GPU ones.
 std::vector<float> TrainDataParallel(Communicator& comm, const DpSetup& setup);
-// The same over several communicators ("lanes", Worker::gradient_lanes()).
+// The same over several communicators ("lanes", Worker::gradient_comms()).
 std::vector<float> TrainDataParallel(const std::vector<Communicator*>& lanes,
                                      const DpSetup& setup);
 
