@@ -44,6 +44,13 @@ using internal::StageWorker;
 // for it, names how many were abandoned, and the pipeline never joins
 // their threads (end the process to stop them).
 
+std::unique_ptr<Sequential> ModelOfStages(std::vector<std::unique_ptr<Layer>> stages,
+                                          std::string name) {
+  auto model = std::make_unique<Sequential>(std::move(name));
+  for (std::unique_ptr<Layer>& stage : stages) model->Add(std::move(stage));
+  return model;
+}
+
 std::vector<size_t> BalanceStages(Sequential& model, int stages) {
   const size_t layers = model.size();
   TANDEM_CHECK(stages >= 1) << "pipeline: stages must be at least 1, got " << stages;

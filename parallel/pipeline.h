@@ -1,5 +1,4 @@
-// Pipeline parallelism: a Sequential split into stages on consecutive
-// devices, trained on micro-batches with the GPipe schedule (every forward,
+// Pipeline parallelism: a model split into stages on consecutive devices, trained on micro-batches with the GPipe schedule (every forward,
 // then every backward), one host thread per stage; optionally composed with
 // data parallelism when there are more devices than stages.
 //
@@ -14,6 +13,15 @@
 //     pipeline.Step(x, labels);   // x on cuda:0, labels on cuda:1: never waits
 //   }
 //   float loss = pipeline.LastLoss();  // the one host wait, for the loss
+//
+// The model is a Sequential whose layers the pipeline groups into stages
+// (BalanceStages, or options.boundaries), or a model given as its stages,
+// each any layer (a block of a user's own, a Residual, a Sequential):
+//   std::vector<std::unique_ptr<Layer>> stages;
+//   stages.push_back(std::make_unique<TwoTowers>(...));    // stage 0
+//   stages.push_back(std::make_unique<Residual>(...));     // stage 1
+//   options.stages = 2;
+//   Pipeline pipeline(ModelOfStages(std::move(stages)), options);
 //
 // What a step does. The global batch is split into `replicas` contiguous
 // shards and each shard into `micro_batches` contiguous micro-batches (sizes
@@ -112,6 +120,13 @@ struct PipelineOptions {
 // layers into `stages` contiguous, non-empty groups whose largest parameter
 // count is as small as possible (ties: the earliest boundaries).
 std::vector<size_t> BalanceStages(Sequential& model, int stages);
+
+// A model given as its stages: stage s is stages[s], whole, any layer. Its
+// parameters and state keep the stages' names, which must be unique across
+// stages as in one model (Sequential::Add checks). With options.stages =
+// stages.size(), BalanceStages puts each in a stage of its own.
+std::unique_ptr<Sequential> ModelOfStages(std::vector<std::unique_ptr<Layer>> stages,
+                                          std::string name = "model");
 
 // GPipe's idle fraction with equal stages: (stages - 1) / (micro_batches +
 // stages - 1).

@@ -18,10 +18,11 @@ namespace internal {
 // cannot give them up, so the pipeline keeps each replica's model (it owns
 // the layers) and gives every stage a Sequential of StageLayer proxies for
 // its range. A proxy forwards Forward, both backward forms (Backward,
-// BackwardWith), Parameters and the training mode to the real layer, so the
-// Reducer drives the stage model's backward and re-homes its gradients into
-// buckets through the same Parameter pointers, and the optimizer updates the
-// real layers' tensors.
+// BackwardWith), Parameters, State and names to the real layer, its one
+// child (which takes the stage's training mode), so the Reducer drives the
+// stage model's backward, hears of the layers inside the real one, and
+// re-homes its gradients into buckets through the same Parameter pointers,
+// and the optimizer updates the real layers' tensors.
 // Layer i lives on its stage's device (MoveTo in Setup).
 //
 // Note [Recompute]

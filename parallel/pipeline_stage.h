@@ -33,23 +33,29 @@ namespace internal {
 
 // A stage's view of one layer of the model: forwards Forward, both forms of
 // backward (Backward and BackwardWith, so a layer's own full form, such as
-// Linear's, still runs), Parameters, State, names and the training mode to
-// the real layer. See Note [Stage models].
+// Linear's, still runs), Parameters, State and names to the real layer,
+// which is its one child (so the training mode reaches it, and a walk of the
+// stage's tree, the reducer's, reaches every layer inside it). See Note
+// [Stage models].
 class StageLayer final : public Layer {
  public:
   explicit StageLayer(Layer& target) : target_(target) {}
   Tensor Forward(const Tensor& x) override { return target_.Forward(x); }
+  Tensor ForwardWith(const Tensor& x, const ForwardArgs& args) override {
+    return target_.ForwardWith(x, args);
+  }
   Tensor Backward(const Tensor& dy) override { return target_.Backward(dy); }
+  // The real layer reported to args.hooks as its container would report it.
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override {
-    return target_.BackwardWith(dy, args);
+    Tensor dx = BackwardReported(target_, dy, args);
+    if (args.on_params_ready) args.on_params_ready();
+    return dx;
   }
   std::vector<Parameter> Parameters() override { return target_.Parameters(); }
   std::vector<StateWord> State() override { return target_.State(); }
   std::string Name() const override { return target_.Name(); }
   std::string Describe() const override { return target_.Describe(); }
-
- protected:
-  void OnModeChange() override { target_.SetTraining(training()); }
+  std::vector<Layer*> Children() override { return {&target_}; }
 
  private:
   Layer& target_;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/backend_registry.h"
+#include "core/ops.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "layers/dropout.h"
@@ -46,7 +47,52 @@ struct TrainSetup {
   // Instead of the MLP: fc1, two Residual blocks of a Linear and a Dropout
   // (the Dropouts nested two deep), fc2.
   bool residual_dropout = false;
+  // Instead of the MLP: three stages given whole (ModelOfStages): two
+  // towers summed (a container of the test's own), a Residual block of a
+  // Linear and a Dropout of rate `dropout` (none at 0), a Linear head.
+  bool given_as_stages = false;
 };
+
+// y = a(x) + b(x): a container that lists its two towers and implements
+// only the simple Backward.
+class TwoTowers : public Layer {
+ public:
+  TwoTowers(std::string name, std::unique_ptr<Layer> a, std::unique_ptr<Layer> b)
+      : name_(std::move(name)), a_(std::move(a)), b_(std::move(b)) {}
+  Tensor Forward(const Tensor& x) override {
+    const Tensor ya = a_->Forward(x), yb = b_->Forward(x);
+    Tensor y = Tensor::Empty(ya.shape(), ya.device());
+    ops::Add(ya, yb, y);
+    return y;
+  }
+  Tensor Backward(const Tensor& dy) override {
+    const Tensor da = a_->Backward(dy), db = b_->Backward(dy);
+    Tensor dx = Tensor::Empty(da.shape(), da.device());
+    ops::Add(da, db, dx);
+    return dx;
+  }
+  std::vector<Layer*> Children() override { return {a_.get(), b_.get()}; }
+  std::string Name() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<Layer> a_, b_;
+};
+
+std::unique_ptr<Sequential> StagesModel(const TrainSetup& setup, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t in = setup.sizes.front(), width = 16, out = setup.sizes.back();
+  std::vector<std::unique_ptr<Layer>> stages;
+  stages.push_back(std::make_unique<TwoTowers>(
+      "towers", std::make_unique<Linear>("a", in, width, rng, LinearOptions{Activation::kTanh}),
+      std::make_unique<Linear>("b", in, width, rng, LinearOptions{Activation::kRelu})));
+  auto body = std::make_unique<Sequential>("body");
+  body->Emplace<Linear>("fc", width, width, rng, LinearOptions{Activation::kTanh});
+  if (setup.dropout > 0.f) body->Emplace<Dropout>("drop", setup.dropout, /*seed=*/9);
+  stages.push_back(std::make_unique<Residual>("block", std::move(body)));
+  stages.push_back(std::make_unique<Linear>("head", width, out, rng));
+  return ModelOfStages(std::move(stages), "staged");
+}
 
 std::unique_ptr<Sequential> ResidualDropoutModel(const TrainSetup& setup, uint64_t seed) {
   Rng rng(seed);
@@ -65,6 +111,7 @@ std::unique_ptr<Sequential> ResidualDropoutModel(const TrainSetup& setup, uint64
 
 std::unique_ptr<Sequential> MakeModel(const TrainSetup& setup, uint64_t seed) {
   if (setup.residual_dropout) return ResidualDropoutModel(setup, seed);
+  if (setup.given_as_stages) return StagesModel(setup, seed);
   Rng rng(seed);
   MlpOptions options;
   options.dropout = setup.dropout;
@@ -309,6 +356,30 @@ TEST(PipelineTest, NestedDropoutRecomputeDrawsTheSameMasks) {
               << "\n";
     EXPECT_LE(diff, 1e-5) << "stages=" << stages << " micro=" << micro;
   }
+}
+
+// A model given as its stages, each any layer (a container of the test's
+// own, a Residual around a Dropout, a Linear): each stage whole on its own
+// device equals one device; without the Dropout (whose masks follow the
+// shard) also beside a replica.
+TEST(PipelineTest, TrainsAModelGivenAsItsStages) {
+  for (auto [replicas, micro] : {std::pair<int, int>{1, 4}, {2, 3}}) {
+    TrainSetup setup;
+    setup.given_as_stages = true;
+    setup.dropout = replicas == 1 ? 0.25f : 0.f;
+    const Result reference = TrainSingleDevice(setup);
+    const Result result = TrainPipeline(setup, 3, micro, replicas);
+    const double diff = MaxRelativeDifference(result.params[0], reference.params[0]);
+    std::cout << "given as stages, replicas=" << replicas << " micro_batches=" << micro << ": "
+              << diff << "\n";
+    EXPECT_LE(diff, 1e-5) << "replicas=" << replicas << " micro=" << micro;
+    EXPECT_LE(MaxRelativeDifference(result.losses, reference.losses), 1e-5);
+  }
+  TrainSetup setup;
+  setup.given_as_stages = true;
+  auto model = MakeModel(setup, 0);
+  EXPECT_EQ(BalanceStages(*model, 3), (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(model->Parameters()[0].name, "towers.a.weight");
 }
 
 // Pipeline x data parallelism: 2 stages x 2 replicas (4 threads), and
