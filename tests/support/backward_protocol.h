@@ -69,7 +69,9 @@ inline void ExpectFullBackwardProtocol(const std::function<std::unique_ptr<Layer
       full->Forward(x);
       const Tensor g = JoinedBackwardWith(*full, dy, args);
       EXPECT_EQ(g.defined(), !dx.empty());
-      if (g.defined()) EXPECT_EQ(g.ToVector(), dx);
+      if (g.defined()) {
+        EXPECT_EQ(g.ToVector(), dx);
+      }
     }
     EXPECT_EQ(ready, 2) << "on_params_ready once per Backward";
     EXPECT_EQ(GradientValues(*full), mode == GradMode::kAccumulate ? twice : once)
@@ -96,7 +98,9 @@ inline void ExpectFullBackwardProtocol(const std::function<std::unique_ptr<Layer
   update.grad_mode = GradMode::kOverwrite;
   inside->Forward(x);
   const Tensor g = JoinedBackwardWith(*inside, dy, update);
-  if (g.defined()) EXPECT_EQ(g.ToVector(), dx) << "the input gradient reads the old weights";
+  if (g.defined()) {
+    EXPECT_EQ(g.ToVector(), dx) << "the input gradient reads the old weights";
+  }
   sgd_inside.Step();
   EXPECT_EQ(ParameterValues(*inside), ParameterValues(*after)) << "updated in Backward";
 }
