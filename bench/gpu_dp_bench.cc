@@ -188,23 +188,21 @@ void RunTraining(const Options& o, Worker& w, bench::ResultPrinter& results) {
   const Lane main = backend.main_lane();
 
   std::unique_ptr<LaneEvent> backward_end, joined;
+  LayerHooks at_first_layer;  // marks the end of backward's compute
+  at_first_layer.on_backward_done = [&](Layer& layer) {
+    if (&layer != &model.layer(0)) return;
+    // Backward joins the parameter lane into the main lane right after
+    // this anyway (Sequential::BackwardWith).
+    ops::WaitFor(main, plan.args.param_lane);
+    backward_end = bench::TimingEvent(main);
+  };
   auto step = [&](bool measure_wait) {
     if (plan.zero_grad) optimizer.ZeroGrad();
     loss.Forward(model.Forward(x), y, o.batch * w.size);
-    if (measure_wait) {
-      reducer.set_layer_done_hook([&](Layer& layer) {
-        if (&layer != &model.layer(0)) return;
-        // Backward joins the parameter lane into the main lane right after
-        // this anyway (Sequential::BackwardWith).
-        ops::WaitFor(main, plan.args.param_lane);
-        backward_end = bench::TimingEvent(main);
-      });
-    }
-    reducer.BackwardWith(loss.Backward(), plan.args);
-    if (measure_wait) {
-      joined = bench::TimingEvent(main);
-      reducer.set_layer_done_hook(nullptr);
-    }
+    BackwardArgs args = plan.args;
+    if (measure_wait) args.hooks = &at_first_layer;
+    reducer.BackwardWith(loss.Backward(), args);
+    if (measure_wait) joined = bench::TimingEvent(main);
     if (!plan.per_bucket) optimizer.Step();
   };
   for (int i = 0; i < o.warmup; ++i) step(false);

@@ -235,16 +235,18 @@ Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, Grad
       << "(BackwardArgs::update) keeps no gradients to reduce over "
       << comm_.size() << " workers; step the optimizer after the reducer, or "
       << "register an OptimizerUpdateHook";
-  LayerHooks hooks;
+  // The model itself is reported too (BackwardReported), so a model that
+  // reports nothing below it still does.
   if (sync == GradientSync::kAccumulateLocally) {
-    hooks.on_backward_done = layer_hook_;
-    Tensor dx = ModelBackward(dloss, args, hooks);
+    Tensor dx = BackwardReported(model_, dloss, args);  // the caller's hooks only
     if (args.on_params_ready) args.on_params_ready();
     return dx;
   }
   StartStep(args);
-  hooks = StepHooks();
-  Tensor dx = ModelBackward(dloss, args, hooks);
+  const LayerHooks hooks = StepHooks(args.hooks);
+  BackwardArgs model_args = args;
+  model_args.hooks = &hooks;
+  Tensor dx = BackwardReported(model_, dloss, model_args);
   timeline_.backward_end = ReducerTimeline::Clock::now();
   LaunchReadyBuckets();  // without overlap: every bucket, now
   FinishBuckets(args.lane);
@@ -252,21 +254,38 @@ Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, Grad
   return dx;
 }
 
-// The model's BackwardWith with `hooks`; the model itself is reported too
-// (BackwardReported), so a model that reports nothing below it still does.
-Tensor Reducer::ModelBackward(const Tensor& dloss, const BackwardArgs& args,
-                              const LayerHooks& hooks) {
-  BackwardArgs model_args = args;
-  model_args.hooks = &hooks;
-  return BackwardReported(model_, dloss, model_args);
+// The reducer's hooks for a step, each calling `caller`'s (the caller's
+// args.hooks: a trace, say) too: the caller's prepare_backward first, the
+// caller hearing of a layer before the reducer acts on its return.
+LayerHooks Reducer::StepHooks(const LayerHooks* caller) {
+  const LayerHooks none;
+  const LayerHooks& theirs = caller != nullptr ? *caller : none;
+  LayerHooks hooks;
+  hooks.prepare_backward = [this, theirs](Layer& layer, BackwardArgs& a) {
+    if (theirs.prepare_backward) theirs.prepare_backward(layer, a);
+    PrepareLayer(layer, a);
+  };
+  hooks.on_params_ready = [this, theirs](Layer& layer) {
+    OnParamsReady(layer);
+    if (theirs.on_params_ready) theirs.on_params_ready(layer);
+  };
+  hooks.on_backward_done = [this, theirs](Layer& layer) {
+    if (theirs.on_backward_done) theirs.on_backward_done(layer);
+    OnLayerDone(layer);
+  };
+  return hooks;
 }
 
-LayerHooks Reducer::StepHooks() {
-  LayerHooks hooks;
-  hooks.prepare_backward = [this](Layer& layer, BackwardArgs& a) { PrepareLayer(layer, a); };
-  hooks.on_params_ready = [this](Layer& layer) { OnParamsReady(layer); };
-  hooks.on_backward_done = [this](Layer& layer) { OnLayerDone(layer); };
-  return hooks;
+// Marks each parameter of `layer` (and below) in `flag` once, counting it
+// off its bucket's `count`.
+void Reducer::MarkParameters(Layer& layer, bool ParamState::*flag, int BucketState::*count) {
+  const auto found = layer_params_.find(&layer);
+  if (found == layer_params_.end()) return;
+  for (size_t i : found->second) {
+    if (param_state_[i].*flag) continue;
+    param_state_[i].*flag = true;
+    --(state_[param_bucket_[i]].*count);
+  }
 }
 
 void Reducer::StartStep(const BackwardArgs& args) {
@@ -307,13 +326,7 @@ void Reducer::PrepareLayer(Layer& target, BackwardArgs& args) const {
 }
 
 void Reducer::OnParamsReady(Layer& layer) {
-  const auto found = layer_params_.find(&layer);
-  if (found == layer_params_.end()) return;
-  for (size_t i : found->second) {
-    if (param_state_[i].ready) continue;
-    param_state_[i].ready = true;
-    --state_[param_bucket_[i]].pending;
-  }
+  MarkParameters(layer, &ParamState::ready, &BucketState::pending);
   if (options_.overlap) LaunchReadyBuckets();
 }
 
@@ -322,14 +335,7 @@ void Reducer::OnLayerDone(Layer& layer) {
   if (owner != owner_index_.end()) {
     timeline_.layer_done[owner->second] = ReducerTimeline::Clock::now();
   }
-  if (layer_hook_) layer_hook_(layer);
-  const auto found = layer_params_.find(&layer);
-  if (found == layer_params_.end()) return;
-  for (size_t i : found->second) {
-    if (param_state_[i].done) continue;
-    param_state_[i].done = true;
-    --state_[param_bucket_[i]].running;
-  }
+  MarkParameters(layer, &ParamState::done, &BucketState::running);
   AfterReduceReadyBuckets(/*block=*/false);
 }
 

@@ -104,16 +104,14 @@ class Reducer {
   // The same with the caller's arguments (BackwardArgs::update is refused
   // with more than one rank); returns the input gradient when
   // args.input_grad. On return, args.lane's later work sees the reduced
-  // gradients (and the hook's updates).
+  // gradients (and the hook's updates). args.hooks (a trace, say) hears of
+  // every layer as the reducer does (LayerHooks in layers/layer.h).
   Tensor BackwardWith(const Tensor& dloss, const BackwardArgs& args,
                       GradientSync sync = GradientSync::kReduce);
 
   // Replaces the default hook (an in-place sum); see parallel/comm_hook.h.
   void RegisterCommHook(std::unique_ptr<CommHook> hook);
 
-  // Called as each layer's Backward returns (any layer of the tree that
-  // reports, Note [Reports from the tree] in layers/layer.h), for traces.
-  void set_layer_done_hook(std::function<void(Layer&)> hook) { layer_hook_ = std::move(hook); }
   // Asks for timing events on every reduction (ReducerTimeline::bucket_work).
   void set_timed_collectives(bool timed) { timed_ = timed; }
   int num_comms() const { return static_cast<int>(comms_.size()); }
@@ -149,8 +147,8 @@ class Reducer {
   void BuildBuckets();
   void ChooseGradientsFirstLayers();
   void StartStep(const BackwardArgs& args);
-  Tensor ModelBackward(const Tensor& dloss, const BackwardArgs& args, const LayerHooks& hooks);
-  LayerHooks StepHooks();
+  LayerHooks StepHooks(const LayerHooks* caller);
+  void MarkParameters(Layer& layer, bool ParamState::*flag, int BucketState::*count);
   void PrepareLayer(Layer& layer, BackwardArgs& args) const;
   void OnParamsReady(Layer& layer);
   void OnLayerDone(Layer& layer);
@@ -186,7 +184,6 @@ class Reducer {
   int next_after_reduce_ = 0;
 
   double last_comm_wait_ = 0.0;
-  std::function<void(Layer&)> layer_hook_;
   ReducerTimeline timeline_;
 };
 

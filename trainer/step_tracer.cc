@@ -11,8 +11,9 @@ StepTracer::StepTracer(ChromeTrace& trace, int rank, Device device, Reducer& red
                                   (label.empty() ? "" : ", " + label) + ")");
   trace_.SetThreadName(rank, 0, "compute");
   trace_.SetThreadName(rank, 1, "communication");
-  forward_hooks_.on_forward_done = [this](Layer& layer) {
-    forward_.push_back({layer.Name(), Mark()});
+  hooks_.on_forward_done = [this](Layer& layer) { forward_.push_back({layer.Name(), Mark()}); };
+  hooks_.on_backward_done = [this](Layer& layer) {
+    backward_layers_.push_back({layer.Name(), Mark()});
   };
 }
 
@@ -27,14 +28,12 @@ void StepTracer::Begin() {
   start_ = Mark();
   forward_.clear();
   backward_layers_.clear();
-  reducer_.set_layer_done_hook(
-      [this](Layer& layer) { backward_layers_.push_back({layer.Name(), Mark()}); });
   reducer_.set_timed_collectives(true);
 }
 
 ForwardArgs StepTracer::forward_args() {
   ForwardArgs args;
-  args.hooks = &forward_hooks_;
+  args.hooks = &hooks_;
   return args;
 }
 
@@ -42,7 +41,6 @@ void StepTracer::LossDone() { loss_ = Mark(); }
 void StepTracer::BackwardDone() { backward_ = Mark(); }
 
 void StepTracer::End() {
-  reducer_.set_layer_done_hook(nullptr);
   reducer_.set_timed_collectives(false);
   AddLayers();
   AddReductions();

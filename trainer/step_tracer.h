@@ -15,7 +15,8 @@
 //   StepTracer tracer(trace, worker.rank, worker.device, reducer);
 //   tracer.Begin();
 //   Tensor logits = model.ForwardWith(x, tracer.forward_args());
-//   ...  tracer.LossDone();  reducer.Backward(...);  tracer.BackwardDone();
+//   ...  tracer.LossDone();
+//   args.hooks = tracer.hooks();  reducer.BackwardWith(..., args);  tracer.BackwardDone();
 //   tracer.End();
 #ifndef TANDEM_TRAINER_STEP_TRACER_H_
 #define TANDEM_TRAINER_STEP_TRACER_H_
@@ -40,6 +41,9 @@ class StepTracer {
   void Begin();
   // For the step's forward: marks each layer as it returns.
   ForwardArgs forward_args();
+  // For the step's backward (BackwardArgs::hooks, which the reducer passes
+  // on): marks each layer as it returns.
+  const LayerHooks* hooks() const { return &hooks_; }
   void LossDone();
   void BackwardDone();
   // Resolves the step's markers (waits for the device) and adds its events.
@@ -59,7 +63,7 @@ class StepTracer {
   int rank_;
   Backend& backend_;
   Reducer& reducer_;
-  LayerHooks forward_hooks_;
+  LayerHooks hooks_;  // forward and backward
   ChromeTrace::Clock::time_point host_start_;
   std::unique_ptr<LaneEvent> start_, loss_, backward_;
   std::vector<LayerMark> forward_, backward_layers_;  // in the order reported

@@ -273,7 +273,8 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   ++global_step_;
   if (SkipNonFinite(step_loss, epoch)) return false;
   ops::Axpy(1.f, step_loss, loss_sum_);
-  BackwardMicro(micro == 1, GradientSync::kReduce);  // reduces (and updates: see BuildModel)
+  // Reduces (and updates: see BuildModel).
+  BackwardMicro(micro == 1, GradientSync::kReduce, traced ? tracer_->hooks() : nullptr);
   if (clipper_) {
     clipper_->Clip();
     optimizer_->Step();
@@ -286,8 +287,9 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   return true;
 }
 
-void WorkerRun::BackwardMicro(bool first, GradientSync sync) {
+void WorkerRun::BackwardMicro(bool first, GradientSync sync, const LayerHooks* hooks) {
   BackwardArgs args = BackwardArgs::For(worker_.device);
+  args.hooks = hooks;
   args.input_grad = false;
   args.grad_mode = first ? GradMode::kOverwrite : GradMode::kAccumulate;
   reducer_->BackwardWith(loss_.Backward(), args, sync);

@@ -70,7 +70,8 @@ class WorkerRun {
   Tensor ForwardMicro(const data::Batch& batch, int64_t begin, int64_t end, bool traced);
   // The loss's backward through the reducer: the first micro-batch of a step
   // writes the gradients, later ones add to them.
-  void BackwardMicro(bool first, GradientSync sync);
+  // `hooks`: a trace's, or null.
+  void BackwardMicro(bool first, GradientSync sync, const LayerHooks* hooks = nullptr);
   void FinishStep(const Tensor& step_loss, int epoch, int64_t examples);
   bool StopAfterStep();
   bool SkipNonFinite(const Tensor& step_loss, int epoch);

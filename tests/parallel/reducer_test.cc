@@ -523,12 +523,16 @@ TEST(ReducerTest, LayersAtAnyDepthStartReducingAsTheirGradientsAreQueued) {
       ReducerOptions options;
       options.bucket_bytes = 4;  // one bucket per parameter
       Reducer reducer(model, comm, options);
-      reducer.set_layer_done_hook([&log](Layer& layer) { log.push_back("done " + layer.Name()); });
+      LayerHooks logged;  // the caller's hooks hear what the reducer hears
+      logged.on_backward_done = [&log](Layer& layer) { log.push_back("done " + layer.Name()); };
       SoftmaxCrossEntropyLoss loss;
       loss.Forward(model.Forward(Tensor::FromVector({0, 5, 2, 3, 1, 1}, {3, 2})),
                    Tensor::FromVector({0, 2, 1}, {3}), 6);
       log.clear();
-      reducer.Backward(loss.Backward());
+      BackwardArgs args = BackwardArgs::For(Device::Cpu());
+      args.input_grad = false;
+      args.hooks = &logged;
+      reducer.BackwardWith(loss.Backward(), args);
       EXPECT_EQ(reducer.BucketParameterNames(5), std::vector<std::string>{"block.ln2.weight"});
     });
   }
