@@ -21,7 +21,9 @@ for t in $targets; do
   cp "$src" "$out" && chmod u+w "$out" && strip -s "$out"
 done
 [ -n "$(ls .device/bin)" ] || { echo "bundle: no binaries were built" >&2; exit 1; }
-cp tools/device/run_tests.sh tools/device/run_sanitizers.sh tools/device/run_examples.sh .device/
+cp tools/device/run_*.sh .device/
+# The commit the binaries were built from, named in run_proof.sh's report.
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!.device' || echo ' with uncommitted changes')" > .device/COMMIT
 cp bench/*.sh .device/ 2>/dev/null || true
 cp -r bench/*.py .device/ 2>/dev/null || true
 if [ $with_data = 1 ]; then

@@ -21,6 +21,14 @@ run gpu1_bf16 bin/examples__fashion_mnist --data_dir=data --device=cuda --precis
   { mkdir -p /usr/share/dict && cp data/american-english /usr/share/dict/; }
 run char_lm_gpu1 bin/examples__char_lm --device=cuda
 run char_lm_gpu1_bf16 bin/examples__char_lm --device=cuda --precision=bf16
+if [ -x bin/examples__gpt ]; then
+  run gpt_gpu1 bin/examples__gpt --device=cuda
+  run gpt_gpu1_bf16 bin/examples__gpt --device=cuda --precision=bf16
+else
+  echo "gpt: no examples/gpt binary at this commit"
+fi
+# EXAMPLES_ONLY=one_gpu (run_proof.sh): the rows above only.
+[ "${EXAMPLES_ONLY:-}" = one_gpu ] && exit 0
 run gpu2_threads bin/examples__fashion_mnist --data_dir=data --device=cuda --workers=2 --quiet
 run gpu2_mpi mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
   bin/examples__fashion_mnist --data_dir=data --device=cuda --mode=mpi --quiet

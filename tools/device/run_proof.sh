@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# On the GPU machine, in one call of at most 10 minutes: the whole GPU proof
+# of the commit that tools/device/bundle.sh built, written to one report
+# ($OUT/proof_report.txt) that names the commit and the GPU:
+#   1. every GPU test (run_tests.sh), while compute-sanitizer memcheck and
+#      racecheck run on the op, layer, allocator and reducer tests
+#      (run_sanitizers.sh, SANITIZE_ONLY below) beside it;
+#   2. the examples on one GPU, fp32 and bf16 (run_examples.sh's 1-GPU rows);
+#   3. alone on the card: the 1-GPU step tables, Tandem and PyTorch in every
+#      precision (bench/run_precision_bench.sh).
+# Each phase has a deadline so that the call ends in time; a phase cut off
+# says so in the report. Full logs travel back in $OUT/*.tgz.
+#   tools/device/bundle.sh --data        (development machine)
+#   bash .device/run_proof.sh            (device tool, carry .device)
+set -u
+cd "$(dirname "$0")"
+bash ./unpack.sh
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0 GTEST_COLOR=no
+out=${OUT:-/tmp}
+report=$out/proof_report.txt
+# run_tests.sh keeps its logs in /tmp/tandem_logs; what the phases write to
+# their $OUT stays in $sub. Both travel back packed: only a few files come
+# back from $OUT.
+sub=/tmp/tandem_proof; rm -rf "$sub"; mkdir -p "$sub"
+trap 'tar czf "$out/proof_logs.tgz" -C /tmp tandem_logs tandem_proof 2>/dev/null' EXIT
+start=$SECONDS
+say() { echo "$*" | tee -a "$report"; }
+phase() {  # name deadline_s command...: runs it, its output into the report
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  say ""
+  say "## $name (deadline ${limit} s)"
+  OUT=$sub timeout "$limit" "$@" > "$sub/phase_$name.log" 2>&1
+  local rc=$?
+  cat "$sub/phase_$name.log" >> "$report"
+  [ $rc -eq 124 ] && say "CUT OFF at its ${limit} s deadline"
+  say "phase $name rc=$rc in $((SECONDS - t0)) s"
+}
+
+: > "$report"
+say "# Tandem GPU proof"
+say "commit: $(cat COMMIT 2>/dev/null || echo 'unknown (bundle.sh writes COMMIT)')"
+say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "gpu: $(nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>&1 | tr '\n' ';')"
+say "host: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+say "torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+
+# 1. Tests and sanitizers side by side: the sanitizers are slow and
+# single-threaded per process, the machine has cores to spare, and neither
+# is timed.
+logs=$sub/sanitizers SANITIZE_ONLY=${SANITIZE_ONLY:-'tests_core__|tests_core_cuda__|tests_layers__|reducer'} \
+  SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-240} \
+  bash ./run_sanitizers.sh > "$sub/sanitizers.out" 2>&1 &
+sanitizers=$!
+phase tests 300 bash ./run_tests.sh
+wait $sanitizers
+say ""
+say "## sanitizers (memcheck, racecheck; rc 0 passed, 3 errors found, 124 cut off)"
+cat "$sub/sanitizers.out" >> "$report"
+say "sanitizer runs: $(grep -cE ' rc=0 ' "$sub/sanitizers.out") passed," \
+    "$(grep -cE ' rc=3 ' "$sub/sanitizers.out") found errors," \
+    "$(grep -cE ' rc=124 ' "$sub/sanitizers.out") cut off," \
+    "$(grep -c 'no CUDA call' "$sub/sanitizers.out") made no CUDA call"
+
+# 2. Examples on one GPU.
+EXAMPLES_ONLY=one_gpu phase examples 150 bash ./run_examples.sh
+
+# 3. Step tables, alone on the card.
+phase step_tables 200 bash ./run_precision_bench.sh
+say ""
+say "total ${SECONDS} s (since start: $((SECONDS - start)) s)"
