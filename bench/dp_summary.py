@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises run_gpu_dp_bench.sh's output: scaling, DDP ratio, targets.
+"""Summarises `run_gpu.sh dp`'s output: scaling, DDP ratio, targets.
 
     python3 bench/dp_summary.py bench.log
 
@@ -15,7 +15,7 @@ Exits 1 if a row a target needs is missing.
 import re
 import sys
 
-# gpu_dp_bench's defaults, as run_gpu_dp_bench.sh runs them.
+# gpu_dp_bench's defaults, as `run_gpu.sh dp` runs them.
 DEFAULT = {"overlap": "on", "grads": "overwrite", "update": "per_bucket",
            "bucket_mb": "25.0", "gemm_reserve": "16", "gradients_first": "2",
            "lanes": "1"}

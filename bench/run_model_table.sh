@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every cell of docs/parallel.md's "which model when" table for one device:
+# Every cell of docs/benchmarks.md's "which model when" table for one device:
 # data-parallel threads, data-parallel MPI ranks and a 2-stage pipeline on 2
 # workers (bench/model_table_bench.cc), each run RUNS times (medians), then
 # one worker failing in each model, recorded from the outside: exit code,

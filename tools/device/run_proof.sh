@@ -7,7 +7,7 @@
 #      (run_sanitizers.sh, SANITIZE_ONLY below) beside it;
 #   2. the examples on one GPU, fp32 and bf16 (run_examples.sh's 1-GPU rows);
 #   3. alone on the card: the 1-GPU step tables, Tandem and PyTorch in every
-#      precision (bench/run_precision_bench.sh).
+#      precision (bench/run_gpu.sh precision).
 # Each phase has a deadline so that the call ends in time; a phase cut off
 # says so in the report. Full logs travel back in $OUT/*.tgz.
 #   tools/device/bundle.sh --data        (development machine)
@@ -67,6 +67,6 @@ say "sanitizer runs: $(grep -cE ' rc=0 ' "$sub/sanitizers.out") passed," \
 EXAMPLES_ONLY=one_gpu phase examples 150 bash ./run_examples.sh
 
 # 3. Step tables, alone on the card.
-phase step_tables 200 bash ./run_precision_bench.sh
+phase step_tables 200 bash ./run_gpu.sh precision
 say ""
 say "total ${SECONDS} s (since start: $((SECONDS - start)) s)"
