@@ -283,7 +283,7 @@ logical_lines() {
 script_contains() {  # command file [VAR=VALUE...]
   local cmd=$1 file=$2; shift 2
   local want; want=$(printf '%s\n' "$cmd" | normalize)
-  logical_lines "$file" | normalize "$@" | sed 's/.*/ & /' | grep -qF -- " $want "
+  logical_lines "$file" | normalize "$@" | sed 's/.*/ & /' | grep -F -- " $want " > /dev/null
 }
 # Is a script carried to the GPU machine by tools/device/bundle.sh?
 carried() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/dp_summary.py over a recorded run_gpu_dp_bench.sh log (2 x H200,
+# bench/dp_summary.py over a recorded run_gpu.sh dp log (2 x H200,
 # its dp_step and allreduce rows): the scaling and DDP ratios it
 # computes, its verdicts, a FAIL when the 2-GPU step is slower, and an error
 # when a row a target needs is missing.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/precision_summary.py over the result lines of a recorded
-# run_precision_bench.sh call (one H200): its table, its verdicts, the
+# run_gpu.sh precision call (one H200): its table, its verdicts, the
 # sustained rate's share of the rate at once beside a goal above it, a FAIL
 # when a step is slower, and an error when a configuration is missing.
 set -u

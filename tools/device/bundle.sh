@@ -21,7 +21,7 @@ for t in $targets; do
   cp "$src" "$out" && chmod u+w "$out" && strip -s "$out"
 done
 [ -n "$(ls .device/bin)" ] || { echo "bundle: no binaries were built" >&2; exit 1; }
-cp tools/device/run_*.sh .device/
+cp tools/device/*.sh .device/
 # The commit the binaries were built from, named in run_proof.sh's report.
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!.device' || echo ' with uncommitted changes')" > .device/COMMIT
 cp bench/*.sh .device/ 2>/dev/null || true
