@@ -5,8 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace tandem {
+
+class LaneEvent;  // core/lane.h
 
 struct MemoryStats {
   int64_t bytes_in_use = 0;       // handed out to tensors now
@@ -23,6 +27,13 @@ class Allocator {
   virtual void* Allocate(size_t bytes) = 0;
   // `bytes` must be the size passed to Allocate.
   virtual void Free(void* ptr, size_t bytes) = 0;
+  // Frees `ptr` for reuse once every event in `after` has completed: for
+  // memory that work queued on other lanes than the device's main lane may
+  // still use (Tensor::RecordLane). A caching allocator keeps the block
+  // aside and hands it out again only once they have completed; one whose
+  // lanes all run in call order may free it at once. Never throws.
+  virtual void FreeAfter(void* ptr, size_t bytes,
+                         std::vector<std::unique_ptr<LaneEvent>> after) = 0;
   virtual MemoryStats stats() const = 0;
   // Starts peak_bytes_in_use again from what is in use now (to measure the
   // peak of one phase of a run).

@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <sstream>
 
 #include "core/backend.h"
@@ -57,10 +58,49 @@ Storage::Storage(Device device, size_t bytes, void* data, std::function<void()> 
 
 Storage::~Storage() {
   if (release_) {
+    // Wrapped memory goes back to its owner at once: wait for the lanes.
+    for (const Lane& lane : other_lanes_) {
+      try {
+        context_->Synchronize(lane);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tandem: waiting for %s before releasing memory: %s\n",
+                     lane.Describe().c_str(), e.what());
+      }
+    }
     release_();
     return;
   }
-  context_->allocator().Free(data_, bytes_);
+  if (other_lanes_.empty()) {
+    context_->allocator().Free(data_, bytes_);
+    return;
+  }
+  std::vector<std::unique_ptr<LaneEvent>> after;
+  try {
+    for (const Lane& lane : other_lanes_) {
+      after.push_back(context_->NewEvent(/*timing=*/false));
+      context_->Record(*after.back(), lane);
+    }
+  } catch (const std::exception& e) {
+    // No event to order the reuse after: the memory is not reused.
+    std::fprintf(stderr,
+                 "tandem: cannot mark where other lanes are done with %zu bytes "
+                 "on %s (%s); leaking them\n",
+                 bytes_, device_.ToString().c_str(), e.what());
+    return;
+  }
+  context_->allocator().FreeAfter(data_, bytes_, std::move(after));
+}
+
+void Storage::RecordLane(const Lane& lane) {
+  TANDEM_CHECK(lane.valid()) << "RecordLane: no lane";
+  TANDEM_CHECK(lane.device() == device_)
+      << "RecordLane: " << lane.Describe() << " is not a lane of the tensor's device "
+      << device_.ToString();
+  if (SameQueue(lane, context_->main_lane())) return;
+  for (const Lane& known : other_lanes_) {
+    if (SameQueue(known, lane)) return;
+  }
+  other_lanes_.push_back(lane);
 }
 
 // Note [Tensor versions]
@@ -78,6 +118,10 @@ Storage::~Storage() {
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, DType dtype)
     : storage_(std::move(storage)), offset_(offset), shape_(std::move(shape)), dtype_(dtype) {}
+
+void Tensor::RecordLane(const Lane& lane) const {
+  if (storage_ != nullptr) storage_->RecordLane(lane);
+}
 
 Tensor Tensor::Empty(const Shape& shape, Device device, DType dtype) {
   CheckShape(shape);

@@ -19,7 +19,15 @@
 //
 // Copies and host reads run on the main lane of the tensor's device
 // (core/lane.h): work on other lanes must be ordered before them
-// (ops::WaitFor).
+// (ops::WaitFor). Memory is handed out again in the main lane's order; a
+// tensor that work on another lane uses is marked with RecordLane, and its
+// memory then waits for that lane too before it is reused:
+//
+//   ops::WaitFor(side, main);
+//   ops::Gemm(side, dz, true, x, false, dw);
+//   dz.RecordLane(side);
+//   x.RecordLane(side);
+//   dz = Tensor();  x = Tensor();   // safe: reused only after side's GEMM
 //
 // Every op that writes a tensor counts the write in its storage's version
 // (version(), shared by all views of the storage), so a layer can tell that
@@ -70,6 +78,8 @@ class Storage {
   // See Note [Tensor versions] in tensor.cc.
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void BumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // See Tensor::RecordLane.
+  void RecordLane(const Lane& lane);
 
  private:
   Device device_;
@@ -77,6 +87,8 @@ class Storage {
   std::shared_ptr<Backend> context_;
   char* data_;
   std::function<void()> release_;  // set for wrapped memory instead
+  // Lanes other than the device's main lane that use this memory.
+  std::vector<Lane> other_lanes_;
   std::atomic<uint64_t> version_{0};
 };
 
@@ -138,6 +150,15 @@ class Tensor {
   // this tensor or any view sharing its storage); 0 when undefined. See
   // Note [Tensor versions] in tensor.cc.
   uint64_t version() const { return storage_ != nullptr ? storage_->version() : 0; }
+  // Marks that work queued on `lane` (a lane of this tensor's device) uses
+  // this tensor's storage. When the storage's last handle goes, its memory
+  // is handed out again only after the work queued on `lane` by then has run
+  // (Note [Stream-ordered reuse] in core/cuda/caching_allocator.h; as
+  // PyTorch's recordStream). Needed for every lane but the device's main
+  // lane, where it does nothing; call it from the thread that queues the
+  // work, and keep `lane` alive as long as the storage. No-op for an
+  // undefined tensor.
+  void RecordLane(const Lane& lane) const;
 
   // Rows [begin, end) along dimension 0, sharing storage.
   Tensor Slice(int64_t begin, int64_t end) const;

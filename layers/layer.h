@@ -162,11 +162,6 @@ struct BackwardArgs {
   std::function<void()> on_params_ready;
   // When set, parameters are updated instead of their gradients written.
   InBackwardUpdate* update = nullptr;
-  // Where a layer may leave the tensors its work on param_lane still reads
-  // after Backward returns (param_lane another queue): the caller releases
-  // them once `lane` is ordered after that work (Sequential does, two layers
-  // later). Null: the layer keeps them until its next Forward or Backward.
-  std::vector<Tensor>* param_lane_reads = nullptr;
   // Told of this layer's children (and theirs) as BackwardChild runs them;
   // not owned; null: none.
   const LayerHooks* hooks = nullptr;

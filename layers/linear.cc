@@ -106,9 +106,6 @@ Tensor Linear::Forward(const Tensor& x) {
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
-  // The parameter lane was joined before this Forward (the weights it
-  // updates are read here): what it read may go.
-  kept_for_param_lane_.clear();
   // A float32 input (data) is cast to bfloat16 here where the layer
   // computes in bfloat16. Saved with its version: a write into it by the
   // caller after Forward then fails Backward (layers/saved_tensor.h).
@@ -215,14 +212,14 @@ void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGra
     ops::Transpose(lane, dz, dz_t);
     a = &dz_t;
     trans_a = false;
-    KeepForParamLane(args, dz_t);
+    UsedOnParamLane(args, dz_t);
   }
   if (args.update != nullptr) {
     weight_grad_ = Tensor();
     bias_grad_ = Tensor();
     args.update->FromGemm(lane, &weight_, *a, trans_a, input_.tensor(), false, policy_.tf32());
     if (BiasSummedWithActivation()) {
-      KeepForParamLane(args, grad.bias_sums);
+      UsedOnParamLane(args, grad.bias_sums);
       args.update->FromGradient(lane, &bias_, grad.bias_sums);
     } else if (options_.bias) {
       args.update->FromColumnSums(lane, &bias_, dz);
@@ -257,31 +254,24 @@ Tensor Linear::InputGradient(const BackwardArgs& args, const Tensor& dz) {
 // Note [What Backward keeps]
 // A Forward allows one Backward, which drops what Forward kept as it
 // returns, so that memory goes back to the allocator as backward proceeds.
-// That is safe for what only args.lane read: the next owner of the memory
-// queues its work after it (Note [Stream-ordered reuse] in
-// core/cuda/caching_allocator.h). What args.param_lane reads (the input,
-// dz, a transposed copy of dz, the bias sums of an update) may still be
-// read there after Backward returns when that lane is another queue: it
-// goes to args.param_lane_reads for the caller to release, or else the
-// layer keeps it until its next Forward or Backward, which start only once
-// the parameter lane is joined (BackwardArgs).
-void Linear::DropBackwardState(const BackwardArgs& args, Tensor dz) {
+// What args.param_lane reads (the input, dz, a transposed copy of dz, the
+// bias sums of an update) may still be read there after Backward returns
+// when that lane is another queue: those tensors are marked with
+// Tensor::RecordLane, so their memory is reused only after that work
+// (Note [Stream-ordered reuse] in core/cuda/caching_allocator.h).
+void Linear::DropBackwardState(const BackwardArgs& args, const Tensor& dz) {
   pre_activation_.Reset();
-  KeepForParamLane(args, input_.Release());
-  KeepForParamLane(args, std::move(dz));
+  UsedOnParamLane(args, input_.tensor());
+  UsedOnParamLane(args, dz);
   input_.Reset();
 }
 
-void Linear::KeepForParamLane(const BackwardArgs& args, Tensor t) {
-  if (SameQueue(args.lane, args.param_lane)) return;
-  std::vector<Tensor>& keep =
-      args.param_lane_reads != nullptr ? *args.param_lane_reads : kept_for_param_lane_;
-  keep.push_back(std::move(t));
+void Linear::UsedOnParamLane(const BackwardArgs& args, const Tensor& t) {
+  if (!SameQueue(args.lane, args.param_lane)) t.RecordLane(args.param_lane);
 }
 
 Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   CheckBackward(dy);
-  kept_for_param_lane_.clear();  // the last Backward's lane was joined
   PreActivationGrad grad = PreActivationGradient(args, dy);
   Tensor dx;
   if (args.update != nullptr) {
@@ -295,7 +285,7 @@ Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
     if (args.on_params_ready) args.on_params_ready();
     dx = InputGradient(args, grad.dz);
   }
-  DropBackwardState(args, std::move(grad.dz));
+  DropBackwardState(args, grad.dz);
   return dx;
 }
 

@@ -95,9 +95,9 @@ class Linear : public Layer {
   // dz W on args.lane; undefined when args.input_grad is false.
   Tensor InputGradient(const BackwardArgs& args, const Tensor& dz);
   // See Note [What Backward keeps] in linear.cc.
-  void DropBackwardState(const BackwardArgs& args, Tensor dz);
-  // Keeps `t`, which args.param_lane reads, while that lane may still run.
-  void KeepForParamLane(const BackwardArgs& args, Tensor t);
+  void DropBackwardState(const BackwardArgs& args, const Tensor& dz);
+  // Marks `t`, which args.param_lane reads, as used there (RecordLane).
+  void UsedOnParamLane(const BackwardArgs& args, const Tensor& t);
 
   PrecisionPolicy policy_;
   Tensor weight_, weight_grad_;  // [out, in], float32
@@ -108,9 +108,6 @@ class Linear : public Layer {
   // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign); nothing for the identity.
   SavedTensor pre_activation_;
-  // The last Backward's input and dz, while its parameter lane may still
-  // read them, until the next Forward or Backward (Note [What Backward keeps] in linear.cc).
-  std::vector<Tensor> kept_for_param_lane_;
 };
 
 }  // namespace tandem

@@ -32,50 +32,16 @@ Tensor Sequential::Backward(const Tensor& dy) {
   return BackwardWith(dy, BackwardArgs::For(dy.device()));
 }
 
-// Note [Releasing what the parameter lane read]
-// A layer whose parameter work runs on another lane leaves the tensors that
-// work reads (its input, dz) in BackwardArgs::param_lane_reads. They go back
-// to the allocator once args.lane is ordered after that work: kReleaseLag
-// layers later, args.lane waits for an event recorded on the parameter lane
-// after the layer's Backward. By then the parameter lane has usually done
-// that work (it ran beside the layers in between), so the wait rarely
-// delays the GPU, and backward holds the tensors of a few layers instead of
-// every layer's until the end.
-constexpr size_t kReleaseLag = 2;
-
 Tensor Sequential::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
-  std::vector<std::vector<Tensor>> held(layers_.size());  // per layer
-  param_work_done_.resize(layers_.size());
   Tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
     BackwardArgs layer_args = args;
     layer_args.input_grad = i > 0 || args.input_grad;
-    if (i + kReleaseLag < layers_.size()) {
-      ReleaseAfterParamWork(layer_args.lane, i + kReleaseLag, held[i + kReleaseLag]);
-    }
-    layer_args.param_lane_reads = &held[i];
     g = BackwardChild(*layers_[i], g, layer_args);
-    if (!held[i].empty()) RecordParamWork(args.param_lane, i);
   }
   ops::WaitFor(args.lane, args.param_lane);
   if (args.on_params_ready) args.on_params_ready();
-  return g;  // `held` goes now, after the join
-}
-
-void Sequential::RecordParamWork(const Lane& param_lane, size_t layer) {
-  std::unique_ptr<LaneEvent>& event = param_work_done_[layer].event;
-  if (event == nullptr || param_work_done_[layer].device != param_lane.device()) {
-    event = param_lane.backend().NewEvent(/*timing=*/false);
-    param_work_done_[layer].device = param_lane.device();
-  }
-  param_lane.backend().Record(*event, param_lane);
-}
-
-void Sequential::ReleaseAfterParamWork(const Lane& lane, size_t layer,
-                                       std::vector<Tensor>& held) {
-  if (held.empty()) return;
-  lane.backend().Wait(lane, *param_work_done_[layer].event);
-  held.clear();
+  return g;
 }
 
 std::string Sequential::Describe() const {

@@ -57,18 +57,9 @@ class Sequential : public Layer {
 
  private:
   void CheckNewNames(Layer& layer);
-  // See Note [Releasing what the parameter lane read] in sequential.cc.
-  void RecordParamWork(const Lane& param_lane, size_t layer);
-  void ReleaseAfterParamWork(const Lane& lane, size_t layer, std::vector<Tensor>& held);
 
   std::string name_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  // Per layer: recorded on its parameter lane after its last Backward.
-  struct ParamWorkDone {
-    Device device;
-    std::unique_ptr<LaneEvent> event;
-  };
-  std::vector<ParamWorkDone> param_work_done_;
 };
 
 }  // namespace tandem

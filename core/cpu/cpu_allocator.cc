@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/lane.h"
 
 namespace tandem {
 namespace cpu {
@@ -29,6 +30,12 @@ void CpuAllocator::Free(void* ptr, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.bytes_in_use -= bytes;
   stats_.bytes_reserved -= bytes;
+}
+
+void CpuAllocator::FreeAfter(void* ptr, size_t bytes,
+                             std::vector<std::unique_ptr<LaneEvent>> after) {
+  after.clear();
+  Free(ptr, bytes);
 }
 
 MemoryStats CpuAllocator::stats() const {

@@ -14,6 +14,10 @@ class CpuAllocator : public Allocator {
  public:
   void* Allocate(size_t bytes) override;
   void Free(void* ptr, size_t bytes) override;
+  // Every lane of the CPU runs its work when it is called: nothing is
+  // pending, and the memory is freed at once.
+  void FreeAfter(void* ptr, size_t bytes,
+                 std::vector<std::unique_ptr<LaneEvent>> after) override;
   MemoryStats stats() const override;
   void ResetPeak() override;
 

@@ -9,6 +9,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/host_wait.h"
 #include "core/cuda/device_guard.h"
+#include "core/lane.h"
 
 namespace tandem {
 namespace cuda {
@@ -58,6 +59,7 @@ void* CachingAllocator::Allocate(size_t bytes) {
   const size_t size = RoundSize(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
 
+  if (!pending_.empty()) CollectPendingLocked(/*all=*/false);
   void* ptr = nullptr;
   auto cached = free_blocks_.find(size);
   if (cached != free_blocks_.end() && !cached->second.empty()) {
@@ -117,6 +119,50 @@ void CachingAllocator::Free(void* ptr, size_t bytes) {
   stats_.bytes_in_use -= static_cast<int64_t>(size);
 }
 
+// A pending block still counts as in use: its memory is not free until the
+// other lanes are done with it.
+void CachingAllocator::FreeAfter(void* ptr, size_t bytes,
+                                 std::vector<std::unique_ptr<LaneEvent>> after) {
+  if (ptr == nullptr) return;
+  if (after.empty()) return Free(ptr, bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto live = live_blocks_.find(ptr);
+  if (live == live_blocks_.end()) {
+    std::fprintf(stderr,
+                 "tandem: cuda:%d allocator asked to free %p (%zu bytes) after other "
+                 "lanes, but it did not hand it out; ignoring it\n",
+                 device_, ptr, bytes);
+    return;
+  }
+  const size_t size = live->second;
+  live_blocks_.erase(live);
+  pending_.push_back(PendingBlock{ptr, size, std::move(after)});
+}
+
+void CachingAllocator::CollectPendingLocked(bool all) {
+  size_t kept = 0;
+  for (PendingBlock& block : pending_) {
+    bool done = all;
+    if (!done) {
+      done = true;
+      // LaneEvent::Query throws only for a failed device; then the block
+      // stays aside, and the failure surfaces at the next checked call.
+      try {
+        for (const auto& event : block.after) done = done && event->Query();
+      } catch (const std::exception&) {
+        done = false;
+      }
+    }
+    if (done) {
+      free_blocks_[block.size].push_back(block.ptr);
+      stats_.bytes_in_use -= static_cast<int64_t>(block.size);
+    } else {
+      pending_[kept++] = std::move(block);
+    }
+  }
+  pending_.resize(kept);
+}
+
 MemoryStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
@@ -152,7 +198,7 @@ void CachingAllocator::ReserveSpares(int spares) {
 }
 
 void CachingAllocator::ReleaseCachedLocked() {
-  bool any = false;
+  bool any = !pending_.empty();
   for (const auto& entry : free_blocks_) any = any || !entry.second.empty();
   if (!any) return;
   // Raw calls, logged rather than thrown: this also runs in the destructor.
@@ -163,6 +209,7 @@ void CachingAllocator::ReleaseCachedLocked() {
   // [Stream-ordered reuse]): wait for all of it before cudaFree.
   CountHostWait();
   TANDEM_CUDA_LOG_IF_ERROR(cudaDeviceSynchronize());
+  CollectPendingLocked(/*all=*/true);
   for (auto& entry : free_blocks_) {
     for (void* block : entry.second) {
       TANDEM_CUDA_LOG_IF_ERROR(cudaFree(block));

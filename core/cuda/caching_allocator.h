@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -40,13 +41,13 @@ namespace cuda {
 // backend may take a scratch buffer, launch a kernel on it and free it in the
 // next line.
 //
-// The limit: the argument holds for one stream only. Memory used by another
-// stream (a communication stream running an all-reduce, a copy stream) must
-// be kept alive by its owner until that stream's work is done: hold the
-// Tensor, and release it only after the compute stream has waited for the
-// other stream (cuda::StreamWaitFor) or after an event recorded there has
-// completed. Otherwise the block can be reallocated and overwritten by the
-// compute stream while the other stream still reads it.
+// The argument holds for the main lane only. A tensor that work on another
+// lane (the side lane of a layer's weight gradient, a communication stream)
+// reads or writes is marked with Tensor::RecordLane: when its last handle
+// goes, an event is recorded on each such lane, and FreeAfter keeps the block
+// aside until every one of them has completed; only then does Allocate hand
+// it out again. As with PyTorch's recordStream, the host never waits for it,
+// and the owner drops the tensor as soon as it is done queueing work on it.
 
 class CachingAllocator : public Allocator {
  public:
@@ -66,13 +67,17 @@ class CachingAllocator : public Allocator {
   // Caches the block; never throws (it runs in tensor destructors): an
   // unknown pointer is reported on stderr and ignored.
   void Free(void* ptr, size_t bytes) override;
+  // See Note [Stream-ordered reuse]. Never throws.
+  void FreeAfter(void* ptr, size_t bytes,
+                 std::vector<std::unique_ptr<LaneEvent>> after) override;
   // bytes_in_use and peak count whole size classes (what the blocks occupy),
   // bytes_reserved all memory taken from cudaMalloc and not yet returned.
   MemoryStats stats() const override;
   void ResetPeak() override;
 
-  // Returns every cached (free) block to the system. Waits for the device
-  // first (cudaDeviceSynchronize): not for a training step's hot path.
+  // Returns every cached (free) block, and every block waiting for other
+  // lanes, to the system. Waits for the device first
+  // (cudaDeviceSynchronize): not for a training step's hot path.
   void EmptyCache();
   // Makes sure every size class handed out so far has at least `spares`
   // free blocks cached, calling cudaMalloc for the missing ones. For CUDA
@@ -89,7 +94,17 @@ class CachingAllocator : public Allocator {
   int device() const { return device_; }
 
  private:
-  // Requires mutex_. cudaFree of every cached block.
+  // A freed block that work on other lanes may still use.
+  struct PendingBlock {
+    void* ptr;
+    size_t size;  // its size class
+    std::vector<std::unique_ptr<LaneEvent>> after;
+  };
+  // Requires mutex_. Caches the pending blocks whose events have completed
+  // (all of them after a device synchronisation: `all`).
+  void CollectPendingLocked(bool all);
+  // Requires mutex_. Waits for the device, then cudaFree of every cached
+  // and pending block.
   void ReleaseCachedLocked();
 
   const int device_;
@@ -97,6 +112,8 @@ class CachingAllocator : public Allocator {
   // size class -> cached blocks of exactly that class (LIFO: the most
   // recently freed block is the likeliest to be warm in L2).
   std::map<size_t, std::vector<void*>> free_blocks_;
+  // Freed blocks waiting for other lanes, oldest first.
+  std::vector<PendingBlock> pending_;
   // Every block handed out and not yet freed -> its size class.
   std::unordered_map<void*, size_t> live_blocks_;
   // Every size class ever requested, for ReserveSpares.
