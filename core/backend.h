@@ -71,6 +71,16 @@ struct GemmSpec {
   bool tf32 = false;
 };
 
+// The batch of Backend::BatchedGemm: `count` products, the b-th reading A
+// at a + b * stride_a elements and B at b + b * stride_b. A stride of 0
+// gives every product the same matrix (a broadcast); C is always dense,
+// product b at c + b * m * n.
+struct GemmBatch {
+  int64_t count = 1;
+  int64_t stride_a = 0;
+  int64_t stride_b = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -285,6 +295,33 @@ class Backend {
   virtual void LayerNormBackward(const Lane& lane, CPtr x, CPtr dy, CPtr weight,
                                  const float* mean, const float* rstd, int64_t rows,
                                  int64_t cols, Ptr dx, float* dweight, float* dbias) = 0;
+
+  // ---- Attention (core/ops_attention.h) ----
+  // For each product b of `batch`: C[b] = alpha op(A[b]) op(B[b]) + beta
+  // C[b], shapes and transposes as Gemm's (op(A[b]) [m, k], op(B[b]) [k, n],
+  // C[b] [m, n]); C is read only when beta is not 0. A and B share a dtype;
+  // C float32, or bfloat16 beside bfloat16 operands; float32 accumulation.
+  // `tf32`: float32 operands may use TF32 tensor cores (as GemmSpec::tf32).
+  // C overlaps neither A nor B.
+  virtual void BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                           int64_t k, float alpha, CPtr a, CPtr b, float beta, Ptr c,
+                           const GemmBatch& batch, bool tf32) = 0;
+  // Over `batch` matrices [t, t] of x (t > 0), row i of each seeing only its
+  // columns j <= i: out[i, j] = exp(scale x[i, j] - max) / sum over j' <= i,
+  // with max the maximum of scale x[i, j'] over j' <= i, and out[i, j] = 0
+  // exactly for j > i. float32 arithmetic; x and out of one dtype; out may
+  // be x.
+  virtual void CausalSoftmax(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t t,
+                             float scale) = 0;
+  // The gradient of CausalSoftmax from its output y and dy (same layout):
+  // dx[i, j] = scale y[i, j] (dy[i, j] - sum over j' <= i of dy[i, j']
+  // y[i, j']) for j <= i, 0 exactly for j > i. One dtype; dx may be dy or y.
+  virtual void CausalSoftmaxBackward(const Lane& lane, CPtr y, CPtr dy, Ptr dx, int64_t batch,
+                                     int64_t t, float scale) = 0;
+  // out[b] [cols, rows] = x[b] [rows, cols] transposed, for each of `batch`
+  // matrices; one dtype; no overlap.
+  virtual void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
+                                int64_t cols) = 0;
 };
 
 }  // namespace tandem

@@ -28,7 +28,8 @@
 // write in place; the row reductions, Transpose, GatherRows and
 // ScatterAddRows (table must not overlap src or the indices) may not, and
 // they check it. So may not the layer-norm ops (core/ops_layer_norm.h,
-// included here): their outputs overlap no input.
+// included here): their outputs overlap no input. The attention ops
+// (core/ops_attention.h, included here) say so per op.
 #ifndef TANDEM_CORE_OPS_H_
 #define TANDEM_CORE_OPS_H_
 
@@ -37,6 +38,7 @@
 #include "core/backend.h"
 #include "core/lane.h"
 #include "core/ops_math.h"  // the math ops for custom layers, part of this op set
+#include "core/ops_attention.h"  // batched products and causal softmax, part of this op set
 #include "core/ops_layer_norm.h"  // fused layer normalisation, part of this op set
 #include "core/tensor.h"
 

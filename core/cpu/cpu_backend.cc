@@ -11,6 +11,8 @@
 #include "core/check.h"
 #include "core/cpu/bf16_convert.h"
 #include "core/cpu/cpu_allocator.h"
+#include "core/cpu/cpu_attention.h"
+#include "core/cpu/cpu_batched_gemm.h"
 #include "core/cpu/cpu_column_sums.h"
 #include "core/cpu/cpu_gemm.h"
 #include "core/cpu/cpu_gemm_bf16.h"
@@ -377,6 +379,46 @@ class CpuBackend : public Backend {
     Out DX(intra(), dx, rows * cols, false);
     math::LayerNormBackward(intra(), X.get(), G.get(), W.get(), mean, rstd, rows, cols,
                             DX.get(), dweight, dbias);
+  }
+
+  // ---- Attention (core/cpu/cpu_batched_gemm.h, core/cpu/cpu_attention.h).
+
+  void BatchedGemm(const Lane&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   float alpha, CPtr a, CPtr b, float beta, Ptr c, const GemmBatch& batch,
+                   bool) override {
+    const int64_t size = batch.count * m * n;
+    Out out(intra(), c, size, beta != 0.f);
+    const GemmStrides strides{batch.count, batch.stride_a, batch.stride_b};
+    if (a.dtype == DType::kBFloat16) {
+      // Note [Batched GEMMs on the CPU] in cpu_batched_gemm.h.
+      cpu::BatchedGemmBf16(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k,
+                           alpha, static_cast<const uint16_t*>(a.data),
+                           static_cast<const uint16_t*>(b.data), beta, out.get(), strides);
+    } else {
+      cpu::BatchedGemm(gemm_library_, pool_, intra().threads, trans_a, trans_b, m, n, k, alpha,
+                       static_cast<const float*>(a.data), static_cast<const float*>(b.data),
+                       beta, out.get(), strides);
+    }
+  }
+
+  void CausalSoftmax(const Lane&, CPtr x, Ptr out, int64_t batch, int64_t t,
+                     float scale) override {
+    In X(intra(), x, batch * t * t);
+    Out O(intra(), out, batch * t * t, false);
+    math::CausalSoftmax(intra(), X.get(), O.get(), batch, t, scale);
+  }
+
+  void CausalSoftmaxBackward(const Lane&, CPtr y, CPtr dy, Ptr dx, int64_t batch, int64_t t,
+                             float scale) override {
+    const int64_t n = batch * t * t;
+    In Y(intra(), y, n), DY(intra(), dy, n);
+    Out DX(intra(), dx, n, false);
+    math::CausalSoftmaxBackward(intra(), Y.get(), DY.get(), DX.get(), batch, t, scale);
+  }
+
+  void TransposeBatched(const Lane&, CPtr x, Ptr out, int64_t batch, int64_t rows,
+                        int64_t cols) override {
+    math::TransposeBatched(intra(), x.data, out.data, batch, rows, cols, SizeOf(x.dtype));
   }
 
  private:

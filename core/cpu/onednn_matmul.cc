@@ -38,6 +38,26 @@ Layouts LayoutsOf(const GemmOperands<T>& g) {
           memory::desc({g.m, g.n}, memory::data_type::f32, dims{g.ldc, 1})};
 }
 
+// A batch of `batch.count` products as 3-D layouts: [count, rows, cols]
+// with the batch's strides; an operand of stride 0 has a batch dimension of
+// 1, which the matmul broadcasts over the others.
+template <typename T>
+Layouts BatchedLayoutsOf(const GemmOperands<T>& g, const MatmulBatch& batch) {
+  using dims = memory::dims;
+  const memory::data_type in = kDataType<T>;
+  const int64_t count_a = batch.stride_a == 0 ? 1 : batch.count;
+  const int64_t count_b = batch.stride_b == 0 ? 1 : batch.count;
+  // The stride of a batch dimension of 1 is never used; any positive one does.
+  const int64_t stride_a = batch.stride_a == 0 ? g.m * g.k : batch.stride_a;
+  const int64_t stride_b = batch.stride_b == 0 ? g.k * g.n : batch.stride_b;
+  return {memory::desc({count_a, g.m, g.k}, in,
+                       g.trans_a ? dims{stride_a, 1, g.lda} : dims{stride_a, g.lda, 1}),
+          memory::desc({count_b, g.k, g.n}, in,
+                       g.trans_b ? dims{stride_b, 1, g.ldb} : dims{stride_b, g.ldb, 1}),
+          memory::desc({batch.count, g.m, g.n}, memory::data_type::f32,
+                       dims{g.m * g.ldc, g.ldc, 1})};
+}
+
 // alpha scales the product; beta adds beta c (oneDNN's sum post-op).
 dnnl::primitive_attr Scaling(float alpha, float beta) {
   dnnl::primitive_attr attr;
@@ -68,7 +88,7 @@ dnnl::matmul MakeMatmul(const Layouts& l, const dnnl::primitive_attr& attr) {
 // thread that created it (its scratchpad is shared by that thread's
 // primitives). Dropped whole when it holds kMaxCached.
 using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       float, float>;
+                       float, float, int64_t, int64_t, int64_t>;
 constexpr size_t kMaxCached = 256;
 
 struct Matmul {
@@ -77,14 +97,16 @@ struct Matmul {
 };
 
 template <typename T>
-const Matmul& CachedMatmul(const GemmOperands<T>& g, float alpha, float beta) {
+const Matmul& CachedMatmul(const GemmOperands<T>& g, float alpha, float beta,
+                           const MatmulBatch& batch) {
   thread_local std::map<Key, Matmul> cache;
   const Key key{static_cast<int>(kDataType<T>), g.trans_a, g.trans_b, g.m, g.n, g.k,
-                g.lda, g.ldb, g.ldc, alpha, beta};
+                g.lda, g.ldb, g.ldc, alpha, beta, batch.count, batch.stride_a,
+                batch.stride_b};
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   if (cache.size() >= kMaxCached) cache.clear();
-  const Layouts layouts = LayoutsOf(g);
+  const Layouts layouts = batch.count == 1 ? LayoutsOf(g) : BatchedLayoutsOf(g, batch);
   return cache.emplace(key, Matmul{layouts, MakeMatmul(layouts, Scaling(alpha, beta))})
       .first->second;
 }
@@ -112,10 +134,10 @@ class OneOpenMpThread {
 };
 
 template <typename T>
-void Run(const GemmOperands<T>& g, float alpha, float beta) {
+void Run(const GemmOperands<T>& g, float alpha, float beta, const MatmulBatch& batch) {
   const OneOpenMpThread one_thread;
   thread_local dnnl::stream stream(Engine());
-  const Matmul& cached = CachedMatmul(g, alpha, beta);
+  const Matmul& cached = CachedMatmul(g, alpha, beta, batch);
   const Layouts& l = cached.layouts;
   memory a(l.a, Engine(), const_cast<T*>(g.a));
   memory b(l.b, Engine(), const_cast<T*>(g.b));
@@ -126,10 +148,14 @@ void Run(const GemmOperands<T>& g, float alpha, float beta) {
 
 }  // namespace
 
-void OneDnnMatmul(const GemmOperands<float>& g, float alpha, float beta) { Run(g, alpha, beta); }
+void OneDnnMatmul(const GemmOperands<float>& g, float alpha, float beta,
+                  const MatmulBatch& batch) {
+  Run(g, alpha, beta, batch);
+}
 
-void OneDnnMatmul(const GemmOperands<uint16_t>& g, float alpha, float beta) {
-  Run(g, alpha, beta);
+void OneDnnMatmul(const GemmOperands<uint16_t>& g, float alpha, float beta,
+                  const MatmulBatch& batch) {
+  Run(g, alpha, beta, batch);
 }
 
 bool OneDnnHasAvx512() {

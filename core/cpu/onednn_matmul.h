@@ -22,10 +22,22 @@
 namespace tandem {
 namespace cpu {
 
+// `count` products of one shape in one call: the i-th reads a + i *
+// stride_a and b + i * stride_b (elements; a stride of 0 gives every
+// product the same matrix) and writes c + i * m * ldc.
+struct MatmulBatch {
+  int64_t count = 1;
+  int64_t stride_a = 0;
+  int64_t stride_b = 0;
+};
+
 // c = alpha op(a) op(b) + beta c for float32 or bfloat16 (uint16_t bits) a
-// and b; c is not read when beta is 0. m, n, k > 0.
-void OneDnnMatmul(const GemmOperands<float>& g, float alpha, float beta);
-void OneDnnMatmul(const GemmOperands<uint16_t>& g, float alpha, float beta);
+// and b, for each product of `batch` (one by default); c is not read when
+// beta is 0. m, n, k > 0.
+void OneDnnMatmul(const GemmOperands<float>& g, float alpha, float beta,
+                  const MatmulBatch& batch = {});
+void OneDnnMatmul(const GemmOperands<uint16_t>& g, float alpha, float beta,
+                  const MatmulBatch& batch = {});
 
 // Whether the instruction set oneDNN uses here (DNNL_MAX_CPU_ISA caps it)
 // includes AVX-512 (avx512_core), and AVX-512 BF16 (avx512_core_bf16).

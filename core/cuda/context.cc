@@ -36,6 +36,18 @@ Blas::Blas(cudaStream_t stream)
   CUBLAS_CHECK(cublasSetMathMode(handle.get(), CUBLAS_DEFAULT_MATH));
 }
 
+void Blas::Configure(bool use_tf32, int sm_count_target) {
+  if (use_tf32 != tf32) {
+    CUBLAS_CHECK(cublasSetMathMode(
+        handle.get(), use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    tf32 = use_tf32;
+  }
+  if (sm_count_target != sm_target) {
+    CUBLAS_CHECK(cublasSetSmCountTarget(handle.get(), sm_count_target));
+    sm_target = sm_count_target;
+  }
+}
+
 CudaLane::CudaLane(int device, int priority) : device_(device), stream_(priority) {}
 
 void CudaLane::OrderAfterThis(cudaStream_t waiter) {

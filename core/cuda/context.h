@@ -33,6 +33,9 @@ namespace cuda {
 // the lane's mutex guards it.
 struct Blas {
   explicit Blas(cudaStream_t stream);
+  // Sets the handle's math mode (TF32 or not) and SM-count target, where
+  // they differ from what they are.
+  void Configure(bool use_tf32, int sm_count_target);
 
   cudaStream_t stream;
   DeviceBuffer workspace;
@@ -184,6 +187,17 @@ class CudaContext : public Backend {
   void LayerNormBackward(const Lane& lane, CPtr x, CPtr dy, CPtr weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t cols, Ptr dx,
                          float* dweight, float* dbias) override;
+
+  // Attention (core/ops_attention.h; cuda_attention_ops.cc).
+  void BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, float alpha, CPtr a, CPtr b, float beta, Ptr c,
+                   const GemmBatch& batch, bool tf32) override;
+  void CausalSoftmax(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t t,
+                     float scale) override;
+  void CausalSoftmaxBackward(const Lane& lane, CPtr y, CPtr dy, Ptr dx, int64_t batch,
+                             int64_t t, float scale) override;
+  void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
+                        int64_t cols) override;
 
  private:
   // The lane's state, checked to belong to this context.

@@ -121,6 +121,17 @@ TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasGemmEx_64,
                        cublasComputeType_t computeType, cublasGemmAlgo_t algo),
                       (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb,
                        beta, C, Ctype, ldc, computeType, algo))
+TANDEM_CUBLAS_FORWARD(Blas, cublasStatus_t, cublasGemmStridedBatchedEx_64,
+                      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                       int64_t m, int64_t n, int64_t k, const void* alpha, const void* A,
+                       cudaDataType Atype, int64_t lda, long long int strideA, const void* B,
+                       cudaDataType Btype, int64_t ldb, long long int strideB, const void* beta,
+                       void* C, cudaDataType Ctype, int64_t ldc, long long int strideC,
+                       int64_t batchCount, cublasComputeType_t computeType,
+                       cublasGemmAlgo_t algo),
+                      (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
+                       ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType,
+                       algo))
 
 // cuBLASLt.
 TANDEM_CUBLAS_FORWARD(Lt, cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle), (handle))

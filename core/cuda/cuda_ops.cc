@@ -41,15 +41,7 @@ void CudaContext::SgemmInPlace(const Lane& lane, bool trans_a, bool trans_b, int
   const int64_t ldb = trans_b ? k : n;
   const int sm_target = GemmSmTarget(lane);
   state.WithBlas([&](Blas& blas) {
-    if (tf32 != blas.tf32) {
-      CUBLAS_CHECK(cublasSetMathMode(
-          blas.handle.get(), tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-      blas.tf32 = tf32;
-    }
-    if (sm_target != blas.sm_target) {
-      CUBLAS_CHECK(cublasSetSmCountTarget(blas.handle.get(), sm_target));
-      blas.sm_target = sm_target;
-    }
+    blas.Configure(tf32, sm_target);
     CUBLAS_CHECK(cublasSgemm_64(blas.handle.get(), op_b, op_a, n, m, k, &alpha, b, ldb, a,
                                 lda, &beta, c, n))
         << "Gemm m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a

@@ -1,0 +1,96 @@
+// The ops of attention: products of batches of matrices, the causal
+// softmax of a batch of [T, T] score matrices and its gradient, and the
+// transpose of the last two dimensions. Part of the public op set:
+// `#include "core/ops.h"` brings them in. Like every op, each checks its
+// operands and runs on a lane of their device (or the main lane of its
+// output's device when the call names none), with no host wait and no
+// scratch memory on a GPU.
+//
+//   // q, k, v [B, H, T, hs]; scores and probs [B, H, T, T]; y [B, H, T, hs]
+//   ops::BatchedMatMul(q, false, k, true, scores);         // q k^T
+//   ops::CausalSoftmax(scores, 1.f / std::sqrt(hs), probs);
+//   ops::BatchedMatMul(probs, false, v, false, y);         // probs v
+//   // backward, from dy [B, H, T, hs]:
+//   ops::BatchedMatMul(dy, false, v, true, dprobs);         // dy v^T
+//   ops::BatchedMatMul(probs, true, dy, false, dv);         // probs^T dy
+//   ops::CausalSoftmaxBackward(probs, dprobs, 1.f / std::sqrt(hs), dscores);
+//
+// Batches: every dimension before the last two is a batch dimension, so a
+// [B, H, T, hs] tensor is B * H matrices [T, hs] with no copy (Reshape views
+// fold or split them freely). An operand of BatchedMatMul given as a single
+// matrix (2-D) is used for every product of the batch: a broadcast, with no
+// copy.
+//
+// Dtypes: float32 or bfloat16, arithmetic and sums in float32, each result
+// rounded once. On a GPU the products are one cuBLAS strided-batched call,
+// and each softmax is one fused kernel (scale, mask, row maximum,
+// exponentials and normalisation); on the CPU the products go to the
+// backend's GEMM library (Note [Batched GEMMs on the CPU] in
+// core/cpu/cpu_batched_gemm.h).
+#ifndef TANDEM_CORE_OPS_ATTENTION_H_
+#define TANDEM_CORE_OPS_ATTENTION_H_
+
+#include "core/backend.h"
+#include "core/lane.h"
+#include "core/tensor.h"
+
+namespace tandem {
+namespace ops {
+
+struct BatchedMatMulOptions {
+  float alpha = 1.f;
+  float beta = 0.f;  // c is read only when beta is not 0
+  // float32 operands: TF32 tensor cores on GPUs that have them.
+  bool tf32 = false;
+};
+
+// c [..., m, n] = alpha op(a) op(b) + beta c for every matrix of the batch:
+// op(a) [..., m, k] is a, or a with its last two dimensions swapped
+// (trans_a), and op(b) [..., k, n] likewise. a and b each have c's batch
+// dimensions, or are 2-D (one matrix for every product). a and b share a
+// dtype; float32 a and b give a float32 c, bfloat16 ones a c of either
+// dtype. c must not overlap a or b.
+void BatchedMatMul(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                   Tensor& c, const BatchedMatMulOptions& options);
+void BatchedMatMul(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                   Tensor& c, float alpha = 1.f, float beta = 0.f);
+
+// x and out [..., T, T] (T > 0): for each matrix, row i is softmax(scale *
+// x[i, 0..i]) over columns 0..i, and out[i, j] is exactly 0 for j > i (what
+// x holds there is never read). In float32; x and out of one dtype; out may
+// be x.
+void CausalSoftmax(const Lane& lane, const Tensor& x, float scale, Tensor& out);
+// The gradient with respect to x of CausalSoftmax's out = y, given dy:
+// dx[i, j] = scale y[i, j] (dy[i, j] - sum over j' <= i of dy[i, j'] y[i, j'])
+// for j <= i, exactly 0 for j > i. y, dy and dx [..., T, T] of one dtype;
+// dx may be dy or y.
+void CausalSoftmaxBackward(const Lane& lane, const Tensor& y, const Tensor& dy, float scale,
+                           Tensor& dx);
+
+// out [..., cols, rows] = x [..., rows, cols] with each matrix transposed:
+// a copy, bit for bit; one dtype; out must not overlap x.
+void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out);
+
+// The same on the main lane of their output's device.
+inline void BatchedMatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                          const BatchedMatMulOptions& options) {
+  BatchedMatMul(c.backend().main_lane(), a, trans_a, b, trans_b, c, options);
+}
+inline void BatchedMatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                          float alpha = 1.f, float beta = 0.f) {
+  BatchedMatMul(c.backend().main_lane(), a, trans_a, b, trans_b, c, alpha, beta);
+}
+inline void CausalSoftmax(const Tensor& x, float scale, Tensor& out) {
+  CausalSoftmax(out.backend().main_lane(), x, scale, out);
+}
+inline void CausalSoftmaxBackward(const Tensor& y, const Tensor& dy, float scale, Tensor& dx) {
+  CausalSoftmaxBackward(dx.backend().main_lane(), y, dy, scale, dx);
+}
+inline void TransposeLastTwo(const Tensor& x, Tensor& out) {
+  TransposeLastTwo(out.backend().main_lane(), x, out);
+}
+
+}  // namespace ops
+}  // namespace tandem
+
+#endif  // TANDEM_CORE_OPS_ATTENTION_H_
