@@ -23,6 +23,7 @@ const char* ToString(CollectiveKind kind) {
     case CollectiveKind::kBarrier: return "Barrier";
     case CollectiveKind::kAllGather: return "AllGather";
     case CollectiveKind::kWindowRegister: return "WindowRegister";
+    case CollectiveKind::kReduceScatter: return "ReduceScatter";
   }
   return "?";
 }
@@ -31,7 +32,9 @@ std::string Collective::Name() const {
   std::string text = std::string(ToString(kind)) + " #" + std::to_string(sequence) + " (" +
                      std::to_string(bytes()) + " bytes";
   if (dtype != DType::kFloat32) text += std::string(", ") + DTypeName(dtype);
-  if (kind == CollectiveKind::kAllReduce) text += std::string(", ") + ToString(op);
+  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter) {
+    text += std::string(", ") + ToString(op);
+  }
   if (kind == CollectiveKind::kBroadcast) text += ", root " + std::to_string(root);
   if (!options.label.empty()) text += ", " + options.label;
   return text + ")";
@@ -51,6 +54,13 @@ std::shared_ptr<Work> Communicator::AllGather(const float* send, int64_t count_p
                                               float* recv, CollectiveOptions options) {
   return AllGather(CPtr(send, DType::kFloat32), count_per_rank, Ptr{recv, DType::kFloat32},
                    std::move(options));
+}
+
+std::shared_ptr<Work> Communicator::ReduceScatter(const float* send, int64_t count_per_rank,
+                                                  float* recv, ReduceOp op,
+                                                  CollectiveOptions options) {
+  return ReduceScatter(CPtr(send, DType::kFloat32), count_per_rank, Ptr{recv, DType::kFloat32},
+                       op, std::move(options));
 }
 
 std::shared_ptr<Work> Communicator::AllReduce(Ptr data, int64_t count, ReduceOp op,
@@ -92,11 +102,21 @@ std::shared_ptr<Work> Communicator::AllGather(CPtr send, int64_t count_per_rank,
   c.send = send.data;
   c.data = recv.data;
   c.options = std::move(options);
-  // Refused before it is numbered: no rank has started anything.
-  TANDEM_CHECK(send.dtype == recv.dtype)
-      << Describe() << ": AllGather of " << count_per_rank << " elements per rank: send is "
-      << DTypeName(send.dtype) << " but recv is " << DTypeName(recv.dtype)
-      << "; both must have one dtype";
+  CheckOneDType(c.kind, count_per_rank, send.dtype, recv.dtype);
+  return Issue(std::move(c));
+}
+
+std::shared_ptr<Work> Communicator::ReduceScatter(CPtr send, int64_t count_per_rank, Ptr recv,
+                                                  ReduceOp op, CollectiveOptions options) {
+  Collective c;
+  c.kind = CollectiveKind::kReduceScatter;
+  c.count = count_per_rank;
+  c.dtype = recv.dtype;
+  c.op = op;
+  c.send = send.data;
+  c.data = recv.data;
+  c.options = std::move(options);
+  CheckOneDType(c.kind, count_per_rank, send.dtype, recv.dtype);
   return Issue(std::move(c));
 }
 
@@ -117,6 +137,15 @@ std::shared_ptr<Work> Communicator::AllGather(const Tensor& send, const Tensor& 
       << " ranks needs a recv of " << size() * send.numel() << " elements, got "
       << ShapeToString(recv.shape());
   return AllGather(CPtr(send.ptr()), send.numel(), recv.ptr(), std::move(options));
+}
+
+std::shared_ptr<Work> Communicator::ReduceScatter(const Tensor& send, const Tensor& recv,
+                                                  ReduceOp op, CollectiveOptions options) {
+  TANDEM_CHECK(send.numel() == size() * recv.numel())
+      << Describe() << ": ReduceScatter of " << recv.numel() << " elements per rank over "
+      << size() << " ranks needs a send of " << size() * recv.numel() << " elements, got "
+      << ShapeToString(send.shape());
+  return ReduceScatter(CPtr(send.ptr()), recv.numel(), recv.ptr(), op, std::move(options));
 }
 
 std::string Communicator::Context(const Collective& c) const {
@@ -145,16 +174,31 @@ std::shared_ptr<Work> Communicator::Issue(Collective c) {
     TANDEM_CHECK(c.root >= 0 && c.root < size())
         << Context(c) << ": root " << c.root << " is not a rank";
   }
-  if (c.kind == CollectiveKind::kAllGather && c.count > 0) {
-    const char* send = static_cast<const char*>(c.send);
-    const char* recv = static_cast<const char*>(c.data);
-    const int64_t block = c.bytes();
-    TANDEM_CHECK(send == recv + rank() * block || send + block <= recv ||
-                 send >= recv + size() * block)
-        << Context(c) << ": send overlaps recv without being this rank's block of it (recv + "
-        << rank() << " * " << c.count << ")";
-  }
+  if (c.kind == CollectiveKind::kAllGather) CheckBlockOverlap(c, c.send, c.data);
+  if (c.kind == CollectiveKind::kReduceScatter) CheckBlockOverlap(c, c.data, c.send);
   return Start(c);
+}
+
+void Communicator::CheckOneDType(CollectiveKind kind, int64_t count_per_rank, DType send,
+                                 DType recv) const {
+  TANDEM_CHECK(send == recv) << Describe() << ": " << ToString(kind) << " of " << count_per_rank
+                             << " elements per rank: send is " << DTypeName(send)
+                             << " but recv is " << DTypeName(recv)
+                             << "; both must have one dtype";
+}
+
+void Communicator::CheckBlockOverlap(const Collective& c, const void* part,
+                                     const void* whole) const {
+  if (c.count == 0) return;
+  const char* block_start = static_cast<const char*>(part);
+  const char* all = static_cast<const char*>(whole);
+  const int64_t block = c.bytes();
+  const bool send_is_part = c.kind == CollectiveKind::kAllGather;
+  TANDEM_CHECK(block_start == all + rank() * block || block_start + block <= all ||
+               block_start >= all + size() * block)
+      << Context(c) << ": " << (send_is_part ? "send overlaps recv" : "recv overlaps send")
+      << " without being this rank's block of it (" << (send_is_part ? "recv" : "send")
+      << " + " << rank() << " * " << c.count << ")";
 }
 
 Tensor Communicator::NewReduceBuffer(int64_t count, Device device) {

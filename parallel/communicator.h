@@ -39,7 +39,8 @@
 // size of a collective in bytes = count * SizeOf(dtype) as passed by the
 // calling rank, and the dtype unless it is float32 ("AllReduce #3 (2000
 // bytes, bfloat16, sum)"): for AllGather that is what each rank contributes
-// (it receives size() times as much). Barrier is 0 bytes.
+// (it receives size() times as much), for ReduceScatter what each rank
+// receives (it sends size() times as much). Barrier is 0 bytes.
 //
 // Results. AllReduce writes the same bits on every rank. ThreadCommunicator
 // also fixes the order of the sum (see Note [Fixed reduction order] in
@@ -48,7 +49,9 @@
 // are exact. bfloat16 all-reduces add in float32 and round the result to
 // bfloat16 once on the host transports (so a bfloat16 sum is the float32 sum
 // of the inputs, rounded); NCCL adds in its own order and precision (see
-// nccl_communicator.h). Broadcast and AllGather copy elements bit for bit.
+// nccl_communicator.h). ReduceScatter sums as AllReduce does: rank r's recv
+// holds what AllReduce would leave in block r of its buffer (the same bits on
+// the host transports). Broadcast and AllGather copy elements bit for bit.
 #ifndef TANDEM_PARALLEL_COMMUNICATOR_H_
 #define TANDEM_PARALLEL_COMMUNICATOR_H_
 
@@ -95,23 +98,32 @@ struct CollectiveOptions {
 
 // What a collective does. kWindowRegister is NCCL's own: the buffer
 // registration every rank makes together (parallel/nccl_reduce_buffer.cc),
-// numbered and compared like the others but never handed to Start.
-enum class CollectiveKind { kAllReduce, kBroadcast, kBarrier, kAllGather, kWindowRegister };
-inline constexpr int kNumCollectiveKinds = 5;
-// "AllReduce", "Broadcast", "Barrier", "AllGather", "WindowRegister": for
-// errors and the watchdog's messages.
+// numbered and compared like the others but never handed to Start. The
+// values travel in fingerprints, so new kinds go at the end.
+enum class CollectiveKind {
+  kAllReduce,
+  kBroadcast,
+  kBarrier,
+  kAllGather,
+  kWindowRegister,
+  kReduceScatter,
+};
+inline constexpr int kNumCollectiveKinds = 6;
+// "AllReduce", "Broadcast", "Barrier", "AllGather", "WindowRegister",
+// "ReduceScatter": for errors and the watchdog's messages.
 const char* ToString(CollectiveKind kind);
 
 // One collective, as the preamble hands it to a transport.
 struct Collective {
   CollectiveKind kind = CollectiveKind::kBarrier;
   uint64_t sequence = 0;     // this rank's collectives, from 1
-  int64_t count = 0;         // elements (AllGather: per rank)
+  int64_t count = 0;         // elements (AllGather, ReduceScatter: per rank)
   DType dtype = DType::kFloat32;  // of data and send
-  ReduceOp op = ReduceOp::kSum;  // AllReduce
+  ReduceOp op = ReduceOp::kSum;  // AllReduce, ReduceScatter
   int root = -1;             // Broadcast
-  void* data = nullptr;      // AllReduce, Broadcast: in place; AllGather: recv
-  const void* send = nullptr;  // AllGather
+  // AllReduce, Broadcast: in place; AllGather, ReduceScatter: recv.
+  void* data = nullptr;
+  const void* send = nullptr;  // AllGather, ReduceScatter
   CollectiveOptions options;
 
   // count * SizeOf(dtype).
@@ -150,6 +162,14 @@ class Communicator {
   // two must not overlap.
   [[nodiscard]] std::shared_ptr<Work> AllGather(const float* send, int64_t count_per_rank,
                                   float* recv, CollectiveOptions options = {});
+  // The reverse of AllGather, summing, as NCCL's ncclReduceScatter:
+  // send[size() * count_per_rank] holds one block per rank, rank-major, and
+  // recv[count_per_rank] receives the element-wise sum (or average) over all
+  // ranks of their block rank(). `recv` may be exactly send + rank() *
+  // count_per_rank (in place); otherwise the two must not overlap.
+  [[nodiscard]] std::shared_ptr<Work> ReduceScatter(const float* send, int64_t count_per_rank,
+                                                    float* recv, ReduceOp op,
+                                                    CollectiveOptions options = {});
 
   // The same over elements of data.dtype (float32 or bfloat16).
   [[nodiscard]] std::shared_ptr<Work> AllReduce(Ptr data, int64_t count, ReduceOp op,
@@ -159,16 +179,21 @@ class Communicator {
   // send and recv share one dtype.
   [[nodiscard]] std::shared_ptr<Work> AllGather(CPtr send, int64_t count_per_rank, Ptr recv,
                                                 CollectiveOptions options = {});
+  [[nodiscard]] std::shared_ptr<Work> ReduceScatter(CPtr send, int64_t count_per_rank, Ptr recv,
+                                                    ReduceOp op, CollectiveOptions options = {});
 
   // The same over whole tensors, in the memory this communicator reduces
   // (the host, or its GPU). AllGather's recv holds size() * send.numel()
-  // elements of send's dtype.
+  // elements of send's dtype; ReduceScatter's send holds size() *
+  // recv.numel() elements of recv's dtype.
   [[nodiscard]] std::shared_ptr<Work> AllReduce(const Tensor& data, ReduceOp op,
                                                 CollectiveOptions options = {});
   [[nodiscard]] std::shared_ptr<Work> Broadcast(const Tensor& data, int root,
                                                 CollectiveOptions options = {});
   [[nodiscard]] std::shared_ptr<Work> AllGather(const Tensor& send, const Tensor& recv,
                                                 CollectiveOptions options = {});
+  [[nodiscard]] std::shared_ptr<Work> ReduceScatter(const Tensor& send, const Tensor& recv,
+                                                    ReduceOp op, CollectiveOptions options = {});
 
   // One line for logs: "ThreadCommunicator(rank 1 of 4)".
   virtual std::string Describe() const = 0;
@@ -207,13 +232,19 @@ class Communicator {
   // Runs `c`, already checked, numbered and compared; returns its Work.
   virtual std::shared_ptr<Work> Start(const Collective& c) = 0;
   // Numbers (and in debug mode compares across ranks) a collective of the
-  // transport's own, outside the four above (NCCL's window registration).
+  // transport's own, outside the five above (NCCL's window registration).
   Collective Announce(CollectiveKind kind, int64_t count, DType dtype = DType::kFloat32);
   // "<Describe()>: <c.Name()>", for errors.
   std::string Context(const Collective& c) const;
 
  private:
   std::shared_ptr<Work> Issue(Collective c);
+  // Throws unless send and recv of a collective between two buffers share
+  // one dtype; before numbering, so no rank has started anything.
+  void CheckOneDType(CollectiveKind kind, int64_t count_per_rank, DType send, DType recv) const;
+  // Throws if the per-rank block `part` (AllGather's send, ReduceScatter's
+  // recv) overlaps `whole` (size() blocks) other than as block rank().
+  void CheckBlockOverlap(const Collective& c, const void* part, const void* whole) const;
 
   uint64_t sequence_ = 0;
   Communicator* channel_ = nullptr;

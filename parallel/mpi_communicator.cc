@@ -191,6 +191,7 @@ void MpiCommunicator::Run(const Collective& c) {
     case CollectiveKind::kAllReduce: RunAllReduce(c, max_per_call); break;
     case CollectiveKind::kBroadcast: RunBroadcast(c, max_per_call); break;
     case CollectiveKind::kAllGather: RunAllGather(c, max_per_call); break;
+    case CollectiveKind::kReduceScatter: RunReduceScatter(c, max_per_call); break;
     case CollectiveKind::kBarrier: MPI_CHECK(MPI_Barrier(comm_.get())) << Context(c); break;
     case CollectiveKind::kWindowRegister: break;  // refused by Start
   }
@@ -276,6 +277,60 @@ void MpiCommunicator::RunAllGather(const Collective& c, int64_t max_per_call) {
                             recv + offset * element, 1, strided.type, comm_.get()))
         << Context(c);
   }
+}
+
+// Note [ReduceScatter over MPI]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A ReduceScatter is size() MPI_Reduce calls, rank r the root of block r,
+// rather than one MPI_Reduce_scatter_block: that call's MPI_IN_PLACE takes
+// the input from recv and leaves the result at its start, which is not the
+// in-place form of Communicator::ReduceScatter (recv = send + rank *
+// count), and a block of more than max_elements_per_call elements could
+// only be cut into pieces with a strided datatype, which Open MPI's MPI_SUM
+// refuses. A rooted reduce has both: MPI_IN_PLACE at the root is exactly
+// that form, and each block is split like an all-reduce. The price is
+// size() calls in turn instead of one; the sum is MPI's, then one multiply
+// by 1/N for kAverage, as RunAllReduce. bfloat16 is widened and rounded once,
+// as in Note [bfloat16 over MPI].
+void MpiCommunicator::RunReduceScatter(const Collective& c, int64_t max_per_call) {
+  if (c.dtype == DType::kBFloat16) {
+    RunBFloat16ReduceScatter(c, max_per_call);
+    return;
+  }
+  const float* send = static_cast<const float*>(c.send);
+  float* recv = static_cast<float*>(c.data);
+  const bool in_place = send + rank_ * c.count == recv;
+  for (int root = 0; root < size_; ++root) {
+    for (int64_t offset = 0; offset < c.count; offset += max_per_call) {
+      const int n = static_cast<int>(std::min(max_per_call, c.count - offset));
+      const void* block = send + root * c.count + offset;
+      // recv is read at the root only.
+      MPI_CHECK(MPI_Reduce(root == rank_ && in_place ? MPI_IN_PLACE : block, recv + offset, n,
+                           MPI_FLOAT, MPI_SUM, root, comm_.get()))
+          << Context(c);
+    }
+  }
+  if (c.op == ReduceOp::kAverage) {
+    const float scale = 1.0f / size_;
+    for (int64_t i = 0; i < c.count; ++i) recv[i] *= scale;
+  }
+}
+
+// See Note [ReduceScatter over MPI]: every block widened, reduced in place
+// in widened_, and this rank's block rounded into recv.
+void MpiCommunicator::RunBFloat16ReduceScatter(const Collective& c, int64_t max_per_call) {
+  const uint16_t* send = static_cast<const uint16_t*>(c.send);
+  const int64_t total = size_ * c.count;
+  widened_.resize(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) widened_[i] = BFloat16BitsToFloat(send[i]);
+  Collective wide = c;
+  wide.dtype = DType::kFloat32;
+  wide.send = widened_.data();
+  float* mine = widened_.data() + rank_ * c.count;
+  wide.data = mine;
+  RunReduceScatter(wide, max_per_call);
+  uint16_t* recv = static_cast<uint16_t*>(c.data);
+  for (int64_t i = 0; i < c.count; ++i) recv[i] = FloatToBFloat16Bits(mine[i]);
 }
 
 void MpiCommunicator::Abort(const std::string& reason) {

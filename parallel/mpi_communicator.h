@@ -8,9 +8,10 @@
 //     comm.AllReduce(grads.data(), grads.size(), tandem::ReduceOp::kSum)->Wait();
 //   }                                           // every element == comm.size()
 //
-// Every dtype of core/dtype.h: bfloat16 all-reduces add in float32 and round
-// once (Note [bfloat16 over MPI] in mpi_communicator.cc); broadcasts and
-// all-gathers move the elements' bits as they are.
+// Every dtype of core/dtype.h: bfloat16 all-reduces and reduce-scatters add
+// in float32 and round once (Note [bfloat16 over MPI] in
+// mpi_communicator.cc); broadcasts and all-gathers move the elements' bits as
+// they are.
 //
 // Destroy communicators before the runtime. MPI can be initialised once per
 // process: a program that calls Launch(--mode=mpi) more than once, or mixes
@@ -148,6 +149,9 @@ class MpiCommunicator final : public Communicator {
   void RunBFloat16AllReduce(const Collective& c, int64_t max_per_call);
   void RunBroadcast(const Collective& c, int64_t max_per_call);
   void RunAllGather(const Collective& c, int64_t max_per_call);
+  // One rooted reduce per rank; see Note [ReduceScatter over MPI].
+  void RunReduceScatter(const Collective& c, int64_t max_per_call);
+  void RunBFloat16ReduceScatter(const Collective& c, int64_t max_per_call);
 
   // Counts this communicator among the live ones (see Note [MPI thread
   // levels]); released by the destructor.
@@ -166,8 +170,8 @@ class MpiCommunicator final : public Communicator {
   int local_size_ = 1;
   std::string description_;
   std::atomic<int64_t> max_elements_per_call_{INT_MAX};
-  // A bfloat16 all-reduce's elements as float32; only the progress thread
-  // touches it, one collective at a time.
+  // A bfloat16 all-reduce's (or reduce-scatter's send) elements as float32;
+  // only the progress thread touches it, one collective at a time.
   std::vector<float> widened_;
   // After comm_: destroyed first, so its thread has stopped calling MPI on
   // comm_ before comm_ is freed.

@@ -66,6 +66,8 @@ ncclResult_t Enqueue(const Collective& c, float* scratch, ncclComm_t comm, cudaS
       return ncclBroadcast(c.data, c.data, n, type, c.root, comm, stream);
     case CollectiveKind::kAllGather:
       return ncclAllGather(c.send, c.data, n, type, comm, stream);
+    case CollectiveKind::kReduceScatter:
+      return ncclReduceScatter(c.send, c.data, n, type, ToNccl(c.op), comm, stream);
     case CollectiveKind::kBarrier:
       return ncclAllReduce(scratch, scratch, 1, ncclFloat, ncclSum, comm, stream);
     case CollectiveKind::kWindowRegister:

@@ -32,7 +32,8 @@
 // Results. AllReduce writes the same bits on every rank (NCCL reduces each
 // chunk once and copies it out), but the order of the sum is NCCL's and may
 // change with message size, algorithm and NCCL version, so results need not
-// match ThreadCommunicator's bitwise. kAverage is ncclAvg, which NCCL computes
+// match ThreadCommunicator's bitwise. ReduceScatter is ncclReduceScatter,
+// summing in NCCL's order too. kAverage is ncclAvg, which NCCL computes
 // for floats by multiplying every input by 1/size() before summing: the same
 // bits as sum * (1.0f / size()) whenever size() is a power of two (both
 // scalings are exact), possibly the last bit off otherwise.

@@ -43,6 +43,11 @@ namespace tandem {
 // Rounding after every addition instead would make the error grow with the
 // number of ranks and depend on their order.
 //
+// ReduceScatter sums the same way: rank r alone reads block r of every
+// rank's send and writes the result into its own recv, so each element is
+// the bits AllReduce would leave in block r of the same buffers. In place,
+// recv is rank r's own block r, which no other rank reads.
+//
 // Note [Summing on several threads]
 // A rank's chunk of a large all-reduce is cut into pieces of kPieceElements
 // (fixed by the count alone), which the rank's progress thread and up to
@@ -81,28 +86,30 @@ inline float Widen(uint16_t bits) { return BFloat16BitsToFloat(bits); }
 inline void Narrow(float x, float* out) { *out = x; }
 inline void Narrow(float x, uint16_t* out) { *out = FloatToBFloat16Bits(x); }
 
-// Chunk [begin, end) of every rank's buffer (buffers[r] is rank r's, of
-// elements T) becomes their sum in rank order, times `scale` when
-// averaging, rounded once to T. See Note [Fixed reduction order].
+// Elements [begin, end) of every input (inputs[r] is rank r's, of elements
+// T) are summed in rank order, times `scale` when averaging, rounded once to
+// T and written to the same elements of every output. Each block is read
+// whole before it is written, so an output may be an input. See Note [Fixed
+// reduction order].
 template <typename T>
-void ReduceChunk(const std::vector<void*>& buffers, int64_t begin, int64_t end, bool average,
-                 float scale) {
+void ReduceChunk(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                 int64_t begin, int64_t end, bool average, float scale) {
   float sum[kBlock];
   T out[kBlock];
   for (int64_t start = begin; start < end; start += kBlock) {
     const int64_t len = std::min(kBlock, end - start);
-    const T* first = static_cast<const T*>(buffers[0]) + start;
+    const T* first = static_cast<const T*>(inputs[0]) + start;
     for (int64_t i = 0; i < len; ++i) sum[i] = Widen(first[i]);
-    for (size_t r = 1; r < buffers.size(); ++r) {
-      const T* x = static_cast<const T*>(buffers[r]) + start;
+    for (size_t r = 1; r < inputs.size(); ++r) {
+      const T* x = static_cast<const T*>(inputs[r]) + start;
       for (int64_t i = 0; i < len; ++i) sum[i] += Widen(x[i]);
     }
     if (average) {
       for (int64_t i = 0; i < len; ++i) sum[i] *= scale;
     }
     for (int64_t i = 0; i < len; ++i) Narrow(sum[i], out + i);
-    for (void* buffer : buffers) {
-      std::memcpy(static_cast<T*>(buffer) + start, out, len * sizeof(T));
+    for (void* output : outputs) {
+      std::memcpy(static_cast<T*>(output) + start, out, len * sizeof(T));
     }
   }
 }
@@ -176,7 +183,9 @@ std::string ThreadGroup::MismatchLocked() const {
     bool same = other.kind == first.kind && other.sequence == first.sequence &&
                 other.count == first.count && other.dtype == first.dtype;
     if (first.kind == CollectiveKind::kBroadcast) same = same && other.root == first.root;
-    if (first.kind == CollectiveKind::kAllReduce) same = same && other.op == first.op;
+    if (first.kind == CollectiveKind::kAllReduce || first.kind == CollectiveKind::kReduceScatter) {
+      same = same && other.op == first.op;
+    }
     if (!same) {
       return "ranks called different collectives: rank 0 called " + first.Name() + " but rank " +
              std::to_string(r) + " called " + other.Name() +
@@ -296,6 +305,7 @@ void ThreadCommunicator::Run(const Collective& c) {
     case CollectiveKind::kAllReduce: RunAllReduce(c); break;
     case CollectiveKind::kBroadcast: RunBroadcast(c); break;
     case CollectiveKind::kAllGather: RunAllGather(c); break;
+    case CollectiveKind::kReduceScatter: RunReduceScatter(c); break;
     case CollectiveKind::kWindowRegister: break;  // refused by Start
   }
   // Every rank gathered the same kind (MismatchLocked), so every rank gets
@@ -306,21 +316,38 @@ void ThreadCommunicator::Run(const Collective& c) {
 void ThreadCommunicator::RunAllReduce(const Collective& c) {
   // See Note [Fixed reduction order].
   const int n = size();
-  const int64_t begin = c.count * rank_ / n;
-  const int64_t end = c.count * (rank_ + 1) / n;
+  std::vector<const void*> inputs(n);
+  std::vector<void*> outputs(n);
+  for (int r = 0; r < n; ++r) {
+    outputs[r] = group_->published(r).data;
+    inputs[r] = outputs[r];
+  }
+  Reduce(c, inputs, outputs, c.count * rank_ / n, c.count * (rank_ + 1) / n);
+}
+
+void ThreadCommunicator::RunReduceScatter(const Collective& c) {
+  // See Note [Fixed reduction order]: block rank_ of every rank's send.
+  std::vector<const void*> inputs(size());
+  for (int r = 0; r < size(); ++r) {
+    inputs[r] = static_cast<const char*>(group_->published(r).send) + rank_ * c.bytes();
+  }
+  Reduce(c, inputs, {c.data}, 0, c.count);
+}
+
+void ThreadCommunicator::Reduce(const Collective& c, const std::vector<const void*>& inputs,
+                                const std::vector<void*>& outputs, int64_t begin,
+                                int64_t end) {
   const bool average = c.op == ReduceOp::kAverage;
-  const float scale = average ? 1.0f / n : 1.0f;
-  std::vector<void*> buffers(n);
-  for (int r = 0; r < n; ++r) buffers[r] = group_->published(r).data;
+  const float scale = average ? 1.0f / size() : 1.0f;
   // See Note [Summing on several threads].
   const int64_t pieces = (end - begin + cpu::kPieceElements - 1) / cpu::kPieceElements;
   group_->data_pool_.ParallelFor(pieces, group_->data_threads_, [&](int64_t p) {
     const int64_t from = begin + p * cpu::kPieceElements;
     const int64_t to = std::min(end, from + cpu::kPieceElements);
     if (c.dtype == DType::kBFloat16) {
-      ReduceChunk<uint16_t>(buffers, from, to, average, scale);
+      ReduceChunk<uint16_t>(inputs, outputs, from, to, average, scale);
     } else {
-      ReduceChunk<float>(buffers, from, to, average, scale);
+      ReduceChunk<float>(inputs, outputs, from, to, average, scale);
     }
   });
 }

@@ -17,10 +17,10 @@
 //
 // Each rank's collectives run in order on its communicator's progress thread
 // (parallel/collective_queue.h), so a collective's call returns at once and
-// the exchange completes once every rank has issued it. Sums are done in
-// float32 in rank order 0..N-1, whatever the number of threads summing
-// (bfloat16 sums are rounded to bfloat16 once, at the end), so results are
-// the same bits on every rank and in every run.
+// the exchange completes once every rank has issued it. Sums (AllReduce,
+// ReduceScatter) are done in float32 in rank order 0..N-1, whatever the
+// number of threads summing (bfloat16 sums are rounded to bfloat16 once, at
+// the end), so results are the same bits on every rank and in every run.
 // If one rank gives up (Abort, or the launcher aborts the group because
 // a worker threw), every collective waiting, queued or issued later fails
 // with CollectiveAbortedError instead of hanging; a collective that waits
@@ -69,6 +69,11 @@ class ThreadCommunicator final : public Communicator {
   void RunAllReduce(const Collective& c);
   void RunBroadcast(const Collective& c);
   void RunAllGather(const Collective& c);
+  void RunReduceScatter(const Collective& c);
+  // Elements [begin, end) of `inputs` (one per rank, in rank order), summed
+  // for `c` on the group's data threads, into every one of `outputs`.
+  void Reduce(const Collective& c, const std::vector<const void*>& inputs,
+              const std::vector<void*>& outputs, int64_t begin, int64_t end);
 
   ThreadGroup* group_;
   int rank_;

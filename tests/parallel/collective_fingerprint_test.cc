@@ -21,13 +21,16 @@ namespace tandem {
 namespace {
 
 // The numbers travel between ranks: they must not change.
-TEST(FingerprintKindTest, NumbersTheFiveCollectives) {
+TEST(FingerprintKindTest, NumbersTheSixCollectives) {
   EXPECT_EQ(FingerprintKind(CollectiveKind::kAllReduce), 0);
   EXPECT_EQ(FingerprintKind(CollectiveKind::kBroadcast), 1);
   EXPECT_EQ(FingerprintKind(CollectiveKind::kBarrier), 2);
   EXPECT_EQ(FingerprintKind(CollectiveKind::kAllGather), 3);
   EXPECT_EQ(FingerprintKind(CollectiveKind::kWindowRegister), 4);
+  EXPECT_EQ(FingerprintKind(CollectiveKind::kReduceScatter), 5);
+  EXPECT_EQ(kNumCollectiveKinds, 6);
   EXPECT_STREQ(ToString(CollectiveKind::kWindowRegister), "WindowRegister");
+  EXPECT_STREQ(ToString(CollectiveKind::kReduceScatter), "ReduceScatter");
 }
 
 TEST(FingerprintDTypeTest, NumbersTheDTypes) {
@@ -187,6 +190,31 @@ TEST(FingerprintChannelTest, ADTypeMismatchThrowsOnEveryRank) {
       << errors[0];
   EXPECT_NE(errors[1].find("rank 1 called AllGather #2 (10 bytes, bfloat16) but rank 0 "
                            "called AllGather #2 (20 bytes)"),
+            std::string::npos)
+      << errors[1];
+}
+
+// A reduce-scatter against an all-gather of the same per-rank bytes: the
+// preamble tells them apart before either transport call runs.
+TEST(FingerprintChannelTest, AReduceScatterMismatchThrowsOnEveryRank) {
+  ThreadGroup channels(2);
+  const auto errors = RunRanks(2, [&](int rank, Communicator& comm) {
+    comm.set_fingerprint_channel(&channels.communicator(rank));
+    std::vector<float> send(10, 1.0f), recv(5);
+    comm.ReduceScatter(send.data(), 5, recv.data(), ReduceOp::kSum)->Wait();  // #1 agrees
+    EXPECT_EQ(recv[0], 2.0f);
+    if (rank == 1) {
+      comm.ReduceScatter(send.data(), 5, recv.data(), ReduceOp::kSum)->Wait();
+    } else {
+      comm.AllGather(recv.data(), 5, send.data())->Wait();
+    }
+  });
+  EXPECT_NE(errors[0].find("rank 0 called AllGather #2 (20 bytes) but rank 1 called "
+                           "ReduceScatter #2 (20 bytes)"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rank 1 called ReduceScatter #2 (20 bytes) but rank 0 called "
+                           "AllGather #2 (20 bytes)"),
             std::string::npos)
       << errors[1];
 }

@@ -1,7 +1,8 @@
 // Tests parallel/thread_communicator.h: closed forms for every collective
 // over world sizes 1-4 and awkward counts, in float32 and bfloat16 (one
 // rounding of the float32 sum; bit patterns moved as they are), the fixed
-// reduction order (also when each rank sums on several threads), the Work
+// reduction order (also when each rank sums on several threads; a
+// reduce-scatter gives the bits of the all-reduce's block), the Work
 // semantics (the call returns at once,
 // collectives run in issue order, timing, errors through Wait), and that
 // abort, timeout and destruction end waits instead of hanging.
@@ -193,6 +194,74 @@ TEST(ThreadCommunicatorTest, AllGatherIsRankMajor) {
   }
 }
 
+// Rank r's send for a reduce-scatter of `count` per rank: Value(r, j) at
+// j in [0, n * count), in place or not; recv points at where the result
+// goes. Every sum is exact in float.
+struct ScatterBuffers {
+  std::vector<float> send;
+  std::vector<float> recv;
+  float* out = nullptr;
+
+  ScatterBuffers(int rank, int n, int64_t count, bool in_place)
+      : send(n * count), recv(in_place ? 0 : count, -1.0f) {
+    for (int64_t j = 0; j < n * count; ++j) send[j] = Value(rank, j);
+    out = in_place ? send.data() + rank * count : recv.data();
+  }
+};
+
+TEST(ThreadCommunicatorTest, ReduceScatterSumAndAverageAreClosedForms) {
+  for (int n = 1; n <= 4; ++n) {
+    for (int64_t count : kCounts) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        for (bool in_place : {false, true}) {
+          RunRanks(n, [&](ThreadCommunicator& comm) {
+            ScatterBuffers b(comm.rank(), n, count, in_place);
+            comm.ReduceScatter(b.send.data(), count, b.out, op)->Wait();
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < count; ++i) {
+              const int64_t j = comm.rank() * count + i;  // this rank's block
+              const float sum = n * (j * 0.5f) + n * (n - 1) / 2;
+              wrong += b.out[i] != (op == ReduceOp::kSum ? sum : sum * (1.0f / n));
+            }
+            EXPECT_EQ(wrong, 0) << ToString(op) << ", world " << n << ", count " << count
+                                << (in_place ? ", in place" : "") << ", rank " << comm.rank();
+          });
+        }
+      }
+    }
+  }
+}
+
+// The same fixed order as AllReduce: rank r's result is, bit for bit, block
+// r of the all-reduce of the same inputs, with one or several summing
+// threads.
+TEST(ThreadCommunicatorTest, ReduceScatterGivesTheBitsOfTheAllReducesBlock) {
+  for (const SumShape& shape : kSumShapes) {
+    for (int n = 2; n <= 4; ++n) {
+      const int64_t count = shape.count;
+      std::vector<std::vector<float>> reduced = AllReduceAwkward(n, {n * count, 1});
+      std::vector<std::vector<float>> scattered(n);
+      RunRanks(
+          n,
+          [&](ThreadCommunicator& comm) {
+            std::vector<float> send(n * count);
+            for (int64_t j = 0; j < n * count; ++j) send[j] = Awkward(comm.rank(), j);
+            scattered[comm.rank()].assign(count, -1.0f);
+            comm.ReduceScatter(send.data(), count, scattered[comm.rank()].data(),
+                               ReduceOp::kSum)
+                ->Wait();
+          },
+          shape.data_threads);
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(0, std::memcmp(scattered[r].data(), reduced[0].data() + r * count,
+                                 count * sizeof(float)))
+            << "world " << n << ", count " << count << ", " << shape.data_threads
+            << " threads, rank " << r;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // bfloat16
 
@@ -274,6 +343,71 @@ TEST(ThreadCommunicatorTest, BFloat16AllReduceRoundsTheFloat32SumOnce) {
   }
 }
 
+TEST(ThreadCommunicatorTest, BFloat16ReduceScatterSumAndAverageAreClosedForms) {
+  for (int n = 1; n <= 4; ++n) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (int64_t count : kCounts) {
+        for (bool in_place : {false, true}) {
+          RunRanks(n, [&](ThreadCommunicator& comm) {
+            const int me = comm.rank();
+            std::vector<uint16_t> send(n * count), recv(count, 0x1234);
+            for (int64_t j = 0; j < n * count; ++j) send[j] = FloatToBFloat16Bits(Small(me, j));
+            uint16_t* out = in_place ? send.data() + me * count : recv.data();
+            comm.ReduceScatter(CPtr(send.data(), DType::kBFloat16), count,
+                               Ptr{out, DType::kBFloat16}, op)
+                ->Wait();
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < count; ++i) {
+              const int64_t j = me * count + i;
+              const float sum = n * ((j % 32) * 0.5f) + n * (n - 1) / 2;
+              const float expected =
+                  RoundToBFloat16(op == ReduceOp::kSum ? sum : sum * (1.0f / n));
+              wrong += BFloat16BitsToFloat(out[i]) != expected;
+            }
+            EXPECT_EQ(wrong, 0) << ToString(op) << ", world " << n << ", count " << count
+                                << (in_place ? ", in place" : "") << ", rank " << me;
+          });
+        }
+      }
+    }
+  }
+}
+
+// As for AllReduce: the float32 sum in rank order of this rank's block,
+// rounded once.
+TEST(ThreadCommunicatorTest, BFloat16ReduceScatterRoundsTheFloat32SumOnce) {
+  for (const SumShape& shape : kSumShapes) {
+    const int64_t count = shape.count;
+    for (int n = 2; n <= 4; ++n) {
+      std::vector<std::vector<uint16_t>> results(n);
+      RunRanks(
+          n,
+          [&](ThreadCommunicator& comm) {
+            std::vector<float> values(n * count);
+            for (int64_t j = 0; j < n * count; ++j) values[j] = Awkward(comm.rank(), j);
+            const std::vector<uint16_t> send = ToBits(values);
+            results[comm.rank()].assign(count, 0x1234);
+            comm.ReduceScatter(CPtr(send.data(), DType::kBFloat16), count,
+                               Ptr{results[comm.rank()].data(), DType::kBFloat16},
+                               ReduceOp::kSum)
+                ->Wait();
+          },
+          shape.data_threads);
+      for (int r = 0; r < n; ++r) {
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t j = r * count + i;
+          float sum = RoundToBFloat16(Awkward(0, j));
+          for (int q = 1; q < n; ++q) sum += RoundToBFloat16(Awkward(q, j));
+          wrong += results[r][i] != FloatToBFloat16Bits(sum);
+        }
+        EXPECT_EQ(wrong, 0) << "world " << n << ", count " << count << ", "
+                            << shape.data_threads << " threads, rank " << r;
+      }
+    }
+  }
+}
+
 // Bit patterns no arithmetic would keep: NaNs with payloads, -0,
 // subnormals, infinities.
 const uint16_t kPatterns[] = {0x7fc1, 0xffff, 0x8000, 0x0001, 0x7f80, 0xff80, 0x3f80, 0x807f};
@@ -341,6 +475,41 @@ TEST(ThreadCommunicatorTest, TensorFormsUseTheTensorsDType) {
               }).find("send is float32 but recv is bfloat16"),
               std::string::npos);
     EXPECT_EQ(comm.sequence(), 3u);
+  });
+}
+
+// The Tensor form reduces into recv's dtype; sizes, dtypes and overlaps that
+// cannot work are refused with the collective, the counts and the rank.
+TEST(ThreadCommunicatorTest, ReduceScatterTensorFormAndBadArguments) {
+  const int n = 3;
+  RunRanks(n, [&](ThreadCommunicator& comm) {
+    const float me = static_cast<float>(comm.rank());
+    Tensor send = Tensor::Full({n * 2}, me + 0.5f, Device::Cpu(), DType::kBFloat16);
+    Tensor recv = Tensor::Zeros({2}, Device::Cpu(), DType::kBFloat16);
+    comm.ReduceScatter(send, recv, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(recv.ToVector(), std::vector<float>(2, 4.5f));  // 0.5 + 1.5 + 2.5
+    // Refused before anything is issued, so every rank stays in step.
+    Tensor short_send = Tensor::Zeros({n * 2 - 1}, Device::Cpu(), DType::kBFloat16);
+    const std::string rank = "ThreadCommunicator(rank " + std::to_string(comm.rank()) + " of 3)";
+    EXPECT_NE(ErrorText([&] { comm.ReduceScatter(short_send, recv, ReduceOp::kSum)->Wait(); })
+                  .find(rank + ": ReduceScatter of 2 elements per rank over 3 ranks needs a "
+                               "send of 6 elements, got [5]"),
+              std::string::npos);
+    Tensor wide = Tensor::Zeros({n * 2});
+    EXPECT_NE(ErrorText([&] {
+                comm.ReduceScatter(CPtr(wide.ptr()), 2, recv.ptr(), ReduceOp::kSum)->Wait();
+              }).find(rank + ": ReduceScatter of 2 elements per rank: send is float32 but recv "
+                             "is bfloat16"),
+              std::string::npos);
+    EXPECT_EQ(comm.sequence(), 1u);
+    // Every rank makes the same mistake: recv overlaps send off its block.
+    float* off_block = wide.data() + 1;
+    EXPECT_NE(ErrorText([&] {
+                comm.ReduceScatter(wide.data(), 2, off_block, ReduceOp::kSum)->Wait();
+              }).find(rank + ": ReduceScatter #2 (8 bytes, sum): recv overlaps send without "
+                             "being this rank's block of it (send + " +
+                      std::to_string(comm.rank()) + " * 2)"),
+              std::string::npos);
   });
 }
 
@@ -412,6 +581,8 @@ TEST(ThreadCommunicatorTest, MixedCollectivesKeepTheirOrder) {
       std::vector<float> gathered(n * count);
       comm.AllGather(data.data(), count, gathered.data())->Wait();
       for (float x : gathered) wrong += x != 3.0f * step + 3;
+      comm.ReduceScatter(gathered.data(), count, data.data(), ReduceOp::kSum)->Wait();
+      for (float x : data) wrong += x != 3.0f * (3.0f * step + 3);
       std::vector<float> b(count, float(comm.rank()));
       comm.Broadcast(b.data(), count, step % n)->Wait();
       for (float x : b) wrong += x != step % n;
@@ -635,6 +806,45 @@ TEST(ThreadCommunicatorTest, MismatchedCollectivesThrowOnEveryRank) {
     EXPECT_NE(errors[r].find("ranks called different collectives: rank 0 "
                              "called AllReduce #1 (40 bytes, sum) but rank 1 "
                              "called AllReduce #1 (44 bytes, sum)"),
+              std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+}
+
+// A reduce-scatter that one rank skips times out like any collective,
+// named with its size (what each rank receives) and its op.
+TEST(ThreadCommunicatorTest, ReduceScatterTimeoutNamesIt) {
+  ThreadGroup group(2);
+  group.set_timeout(std::chrono::milliseconds(200));
+  std::string error;
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    if (comm.rank() == 1) return;  // skips it
+    std::vector<float> send(20, 1.0f), recv(10);
+    error = ErrorText([&] {
+      comm.ReduceScatter(send.data(), 10, recv.data(), ReduceOp::kAverage)->Wait();
+    });
+  });
+  EXPECT_NE(error.find("ReduceScatter #1 (40 bytes, average) on ThreadCommunicator rank 0 of 2 "
+                       "timed out after 200 ms waiting for rank(s) 1"),
+            std::string::npos)
+      << error;
+}
+
+// Reduce-scatters that differ in their op (or their count, or against
+// another collective) fail on every rank, naming both calls.
+TEST(ThreadCommunicatorTest, MismatchedReduceScattersThrowOnEveryRank) {
+  ThreadGroup group(2);
+  std::vector<std::string> errors(2);
+  RunRanks(group, [&](ThreadCommunicator& comm) {
+    std::vector<float> send(20, 1.0f), recv(10);
+    const ReduceOp op = comm.rank() == 1 ? ReduceOp::kAverage : ReduceOp::kSum;
+    errors[comm.rank()] =
+        ErrorText([&] { comm.ReduceScatter(send.data(), 10, recv.data(), op)->Wait(); });
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("ranks called different collectives: rank 0 called ReduceScatter "
+                             "#1 (40 bytes, sum) but rank 1 called ReduceScatter #1 (40 bytes, "
+                             "average)"),
               std::string::npos)
         << "rank " << r << ": " << errors[r];
   }
