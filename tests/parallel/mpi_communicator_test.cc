@@ -1,7 +1,8 @@
 // Tests parallel/mpi_communicator.h under mpirun (tests/parallel/mpi_test.sh
 // starts it with -np 1 to 4): the closed forms of thread_communicator_test
 // with the world size from MPI, in float32 and bfloat16 (Note [bfloat16 over
-// MPI]), the split of large collectives into several MPI calls, MPI_CHECK's
+// MPI], Note [ReduceScatter over MPI]), the split of large collectives into
+// several MPI calls, MPI_CHECK's
 // message, the Work semantics (the call returns at once, collectives run in
 // issue order on the progress thread), and the fingerprint channel.
 //
@@ -139,6 +140,33 @@ TEST_F(MpiCommunicatorTest, AllGatherIsRankMajor) {
   }
 }
 
+// Rank r sends Value(r, j) for j in [0, n * count); its recv is the sum over
+// ranks of block r (times 1/N for kAverage), exact in float.
+void ExpectReduceScatter(MpiCommunicator& comm, int64_t count, ReduceOp op, bool in_place) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  std::vector<float> send(n * count), recv(count, -1.0f);
+  for (int64_t j = 0; j < n * count; ++j) send[j] = Value(me, j);
+  float* out = in_place ? send.data() + me * count : recv.data();
+  comm.ReduceScatter(send.data(), count, out, op)->Wait();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t j = me * count + i;
+    const float sum = n * (j * 0.5f) + n * (n - 1) / 2;
+    wrong += out[i] != (op == ReduceOp::kSum ? sum : sum * (1.0f / n));
+  }
+  EXPECT_EQ(wrong, 0) << ToString(op) << ", count " << count << (in_place ? ", in place" : "");
+}
+
+TEST_F(MpiCommunicatorTest, ReduceScatterSumAndAverageAreClosedForms) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    for (int64_t count : kCounts) {
+      ExpectReduceScatter(comm_, count, op, /*in_place=*/false);
+      ExpectReduceScatter(comm_, count, op, /*in_place=*/true);
+    }
+  }
+}
+
 // Collectives over INT_MAX floats need tens of GiB; a lower limit runs the
 // same splitting code, with pieces that do not divide the count.
 TEST_F(MpiCommunicatorTest, LargeCollectivesAreSplit) {
@@ -162,6 +190,8 @@ TEST_F(MpiCommunicatorTest, LargeCollectivesAreSplit) {
 
     ExpectAllGather(comm_, count, /*in_place=*/false);
     ExpectAllGather(comm_, count, /*in_place=*/true);
+    ExpectReduceScatter(comm_, count, ReduceOp::kSum, /*in_place=*/false);
+    ExpectReduceScatter(comm_, count, ReduceOp::kAverage, /*in_place=*/true);
   }
 }
 
@@ -220,16 +250,20 @@ TEST_F(MpiCommunicatorTest, QueuedCollectivesRunInIssueOrder) {
     const int64_t count = step % 13;
     std::vector<float> data(count, float(rank_ + step));
     std::vector<float> gathered(n_ * count);
+    std::vector<float> scattered(count);
     std::vector<float> b(count, float(rank_));
     std::vector<std::shared_ptr<Work>> works;
     works.push_back(comm_.AllReduce(data.data(), count, ReduceOp::kSum));
     // Reads what the all-reduce wrote: it runs after it.
     works.push_back(comm_.AllGather(data.data(), count, gathered.data()));
+    // And this what the all-gather wrote.
+    works.push_back(comm_.ReduceScatter(gathered.data(), count, scattered.data(), ReduceOp::kSum));
     works.push_back(comm_.Broadcast(b.data(), count, step % n_));
     for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->Wait();
     const float sum = n_ * step + n_ * (n_ - 1) / 2.0f;
     for (float x : data) wrong += x != sum;
     for (float x : gathered) wrong += x != sum;
+    for (float x : scattered) wrong += x != n_ * sum;
     for (float x : b) wrong += x != step % n_;
   }
   EXPECT_EQ(wrong, 0);
@@ -358,6 +392,63 @@ TEST_F(MpiCommunicatorTest, BFloat16AllReduceRoundsTheFloat32SumOnce) {
   }
 }
 
+TEST_F(MpiCommunicatorTest, BFloat16ReduceScatterSumAndAverageAreClosedForms) {
+  for (int64_t max_per_call : {int64_t{INT_MAX}, int64_t{7}}) {
+    comm_.set_max_elements_per_call(max_per_call);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{20}, int64_t{1003}}) {
+        for (bool in_place : {false, true}) {
+          std::vector<uint16_t> send(n_ * count), recv(count, 0x1234);
+          for (int64_t j = 0; j < n_ * count; ++j) send[j] = FloatToBFloat16Bits(Small(rank_, j));
+          uint16_t* out = in_place ? send.data() + rank_ * count : recv.data();
+          comm_.ReduceScatter(CPtr(send.data(), DType::kBFloat16), count,
+                              Ptr{out, DType::kBFloat16}, op)
+              ->Wait();
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < count; ++i) {
+            const int64_t j = rank_ * count + i;
+            const float sum = n_ * ((j % 32) * 0.5f) + n_ * (n_ - 1) / 2;
+            const float expected =
+                RoundToBFloat16(op == ReduceOp::kSum ? sum : sum * (1.0f / n_));
+            wrong += BFloat16BitsToFloat(out[i]) != expected;
+          }
+          EXPECT_EQ(wrong, 0) << ToString(op) << ", count " << count
+                              << (in_place ? ", in place" : "") << ", at most " << max_per_call
+                              << " per call";
+        }
+      }
+    }
+  }
+}
+
+// Sums that bfloat16 cannot hold: the float32 reduce-scatter of the same
+// values (in place, as the bfloat16 one runs), rounded once.
+TEST_F(MpiCommunicatorTest, BFloat16ReduceScatterRoundsTheFloat32SumOnce) {
+  const int64_t count = 10007;
+  std::vector<uint16_t> send(n_ * count), recv(count);
+  std::vector<float> wide(n_ * count);
+  for (int64_t j = 0; j < n_ * count; ++j) {
+    const float x = std::sin(0.37f * j + 1.3f * rank_) * std::pow(10.0f, rank_ % 3 * 3);
+    send[j] = FloatToBFloat16Bits(x);
+    wide[j] = BFloat16BitsToFloat(send[j]);
+  }
+  const float* wide_recv = wide.data() + rank_ * count;
+  comm_.ReduceScatter(wide.data(), count, wide.data() + rank_ * count, ReduceOp::kSum)->Wait();
+  comm_.ReduceScatter(CPtr(send.data(), DType::kBFloat16), count,
+                      Ptr{recv.data(), DType::kBFloat16}, ReduceOp::kSum)
+      ->Wait();
+  int64_t wrong = 0;
+  int64_t rounded = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    wrong += recv[i] != FloatToBFloat16Bits(wide_recv[i]);
+    rounded += BFloat16BitsToFloat(recv[i]) != wide_recv[i];
+  }
+  EXPECT_EQ(wrong, 0);
+  if (n_ > 1) {
+    EXPECT_GT(rounded, 0) << "no sum needed rounding; the test shows nothing";
+  }
+}
+
 // NaNs with payloads, -0, subnormals, infinities: moved as they are.
 uint16_t Pattern(int rank, int64_t i) {
   static const uint16_t kPatterns[] = {0x7fc1, 0xffff, 0x8000, 0x0001,
@@ -424,6 +515,41 @@ TEST_F(MpiCommunicatorTest, FingerprintChannelCatchesADTypeMismatch) {
             std::string::npos)
       << error;
   EXPECT_NE(error.find(rank_ == n_ - 1 ? wide_call : half_call), std::string::npos) << error;
+  comm_.set_fingerprint_channel(nullptr);
+  comm_.Barrier()->Wait();
+  channel.Barrier()->Wait();
+}
+
+// A reduce-scatter against an all-gather of the same per-rank bytes is
+// caught by the fingerprints, naming both.
+TEST_F(MpiCommunicatorTest, FingerprintChannelCatchesAReduceScatterMismatch) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE || n_ < 2) {
+    GTEST_SKIP() << "needs 2+ ranks and MPI_THREAD_MULTIPLE (a second communicator)";
+  }
+  MpiCommunicator channel;
+  comm_.set_fingerprint_channel(&channel);
+  std::vector<float> send(n_ * 10, 1.0f), recv(10);
+  comm_.ReduceScatter(send.data(), 10, recv.data(), ReduceOp::kSum)->Wait();  // #1 agrees
+  EXPECT_EQ(recv[0], float(n_));
+  std::string error;
+  try {
+    if (rank_ == n_ - 1) {
+      comm_.ReduceScatter(send.data(), 10, recv.data(), ReduceOp::kSum)->Wait();
+    } else {
+      comm_.AllGather(recv.data(), 10, send.data())->Wait();
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const std::string scatter = "ReduceScatter #2 (40 bytes)";
+  const std::string gather = "AllGather #2 (40 bytes)";
+  EXPECT_NE(error.find("ranks called different collectives: rank " + std::to_string(rank_) +
+                       " called " + (rank_ == n_ - 1 ? scatter : gather)),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find(rank_ == n_ - 1 ? gather : scatter), std::string::npos) << error;
   comm_.set_fingerprint_channel(nullptr);
   comm_.Barrier()->Wait();
   channel.Barrier()->Wait();
