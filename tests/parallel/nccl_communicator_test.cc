@@ -287,6 +287,38 @@ TEST(NcclCommunicatorTest, AllGatherIsRankMajorInAndOutOfPlace) {
   }
 }
 
+// Rank r sends RankValues(r, 2n); rank q receives block q of the sum over
+// r in {0, 1}: 1 + (q n + i), or half that for the average, exact.
+TEST(NcclCommunicatorTest, ReduceScatterSumAndAverageAreClosedFormsInAndOutOfPlace) {
+  SKIP_UNLESS_GPUS(kWorkers);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    for (bool in_place : {false, true}) {
+      std::vector<std::vector<std::vector<float>>> results(kWorkers);
+      LaunchOnGpus(kWorkers, [&](Worker& w) {
+        for (int64_t n : kCounts) {
+          Tensor send = OnDevice(RankValues(w.rank, kWorkers * n), w.device);
+          Tensor recv = OnDevice(std::vector<float>(static_cast<size_t>(n), -1.f), w.device);
+          float* out = in_place ? send.data() + w.rank * n : recv.data();
+          w.device_comm->ReduceScatter(send.data(), n, out, op)->Wait();
+          const std::vector<float> all = FirstN(in_place ? send : recv, kWorkers * n);
+          const size_t from = in_place ? static_cast<size_t>(w.rank * n) : 0;
+          results[w.rank].emplace_back(all.begin() + from, all.begin() + from + n);
+        }
+      });
+      const float scale = op == ReduceOp::kSum ? 1.f : 0.5f;
+      for (size_t c = 0; c < kCounts.size(); ++c) {
+        const int64_t n = kCounts[c];
+        for (int q = 0; q < kWorkers; ++q) {
+          EXPECT_EQ(Mismatches(results[q][c], [&](int64_t i) { return (1.f + q * n + i) * scale; }),
+                    "")
+              << ToString(op) << (in_place ? ", in place" : "") << ", count " << n << ", rank "
+              << q;
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // bfloat16 (ncclBfloat16)
 
@@ -378,6 +410,38 @@ TEST(NcclCommunicatorTest, BFloat16AllReduceOfInexactSumsRoundsOnce) {
   EXPECT_EQ(wrong, 0);
   EXPECT_GT(rounded, 0) << "no sum needed rounding; the test shows nothing";
   EXPECT_TRUE(SameBits(results[0], results[1]));
+}
+
+// ncclReduceScatter over ncclBfloat16, through the Tensor form: sums over two
+// ranks exact in bfloat16.
+TEST(NcclCommunicatorTest, BFloat16ReduceScatterSumAndAverageAreClosedForms) {
+  SKIP_UNLESS_GPUS(kWorkers);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    std::vector<std::vector<std::vector<float>>> results(kWorkers);
+    LaunchOnGpus(kWorkers, [&](Worker& w) {
+      for (int64_t n : kCounts) {
+        Tensor send = Tensor::Zeros({kWorkers * n}, w.device, DType::kBFloat16);
+        Tensor recv = Tensor::Zeros({n}, w.device, DType::kBFloat16);
+        if (n > 0) {
+          send.CopyFrom(Tensor::FromVector(SmallValues(w.rank, kWorkers * n), {kWorkers * n},
+                                           Device::Cpu(), DType::kBFloat16));
+        }
+        w.device_comm->ReduceScatter(send, recv, op)->Wait();
+        results[w.rank].push_back(FirstN(recv, n));
+      }
+    });
+    // Block q, element i: the sum over r in {0, 1} of r + ((q n + i) % 32) / 2.
+    const float scale = op == ReduceOp::kSum ? 1.f : 0.5f;
+    for (size_t c = 0; c < kCounts.size(); ++c) {
+      const int64_t n = kCounts[c];
+      for (int q = 0; q < kWorkers; ++q) {
+        EXPECT_EQ(Mismatches(results[q][c],
+                             [&](int64_t i) { return (1.f + (q * n + i) % 32) * scale; }),
+                  "")
+            << ToString(op) << ", count " << n << ", rank " << q;
+      }
+    }
+  }
 }
 
 TEST(NcclCommunicatorTest, BFloat16BroadcastAndAllGatherMoveBitPatterns) {
@@ -619,6 +683,18 @@ TEST(NcclCommunicatorTest, MismatchedCollectivesFailWithFingerprintsOn) {
   });
   EXPECT_NE(waited.find("called AllReduce #2 (4000 bytes)"), std::string::npos) << waited;
   EXPECT_NE(waited.find("called Broadcast #2 (40 bytes)"), std::string::npos) << waited;
+
+  // The same bytes per rank, another collective.
+  const std::string scattered = MismatchError([](Worker& w, float* data) {
+    if (w.rank == 1) {
+      w.device_comm->ReduceScatter(data, 500, data + 500, ReduceOp::kSum)->Wait();
+    } else {
+      w.device_comm->AllGather(data, 500, data)->Wait();
+    }
+  });
+  EXPECT_NE(scattered.find("called ReduceScatter #2 (2000 bytes)"), std::string::npos)
+      << scattered;
+  EXPECT_NE(scattered.find("called AllGather #2 (2000 bytes)"), std::string::npos) << scattered;
 }
 
 // A collective that one rank never issues times out on the other, which

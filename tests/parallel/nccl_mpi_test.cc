@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -155,6 +156,39 @@ TEST(NcclMpiTest, BroadcastAllGatherAndBarrier) {
           << "AllGather, count " << n << ", rank " << w.rank;
     }
     w.device_comm->Barrier()->Wait();
+  });
+}
+
+// Rank r sends RankValues(r, N n); rank q receives the sum over ranks of
+// block q, in and out of place (the average exactly so for 2^k ranks).
+TEST(NcclMpiTest, ReduceScatterIsTheSumOfEachRanksBlock) {
+  SKIP_UNLESS_GPU_PER_RANK();
+  LaunchOnGpus([](Worker& w) {
+    const int n_ranks = w.size;
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (bool in_place : {false, true}) {
+        for (int64_t n : kCounts) {
+          Tensor send = OnDevice(RankValues(w.rank, n_ranks * n), w.device);
+          Tensor recv = OnDevice(std::vector<float>(static_cast<size_t>(n), -1.f), w.device);
+          float* out = in_place ? send.data() + w.rank * n : recv.data();
+          w.device_comm->ReduceScatter(send.data(), n, out, op)->Wait();
+          const std::vector<float> all = FirstN(in_place ? send : recv, n_ranks * n);
+          const size_t from = in_place ? static_cast<size_t>(w.rank * n) : 0;
+          const std::vector<float> got(all.begin() + from, all.begin() + from + n);
+          const float scale = op == ReduceOp::kSum ? 1.f : 1.f / n_ranks;
+          const bool exact = op == ReduceOp::kSum || IsPowerOfTwo(n_ranks);
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const float expected = SumOverRanks(n_ranks, w.rank * n + i) * scale;
+            const float tolerance = exact ? 0.f : 1e-6f * (1.f + expected);
+            wrong += std::abs(got[i] - expected) > tolerance;
+          }
+          // No ASSERT: every rank must go on to issue the same collectives.
+          EXPECT_EQ(wrong, 0) << ToString(op) << (in_place ? ", in place" : "") << ", count "
+                              << n << ", rank " << w.rank;
+        }
+      }
+    }
   });
 }
 
