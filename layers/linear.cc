@@ -98,14 +98,30 @@ std::vector<Parameter> Linear::Parameters() {
   return params;
 }
 
+namespace {
+// `shape` with its last dimension replaced by `last`.
+Shape WithLastDim(Shape shape, int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+}  // namespace
+
 Tensor Linear::Forward(const Tensor& x) {
-  TANDEM_CHECK(x.rank() == 2 && x.dim(1) == in_)
+  TANDEM_CHECK(x.rank() >= 2 && x.dim(-1) == in_)
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
       << ") got input " << ShapeToString(x.shape()) << ": expected [batch, "
-      << in_ << "]";
+      << in_ << "] or [..., " << in_ << "]";
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
+  // [..., in] is [rows, in] as a view: the GEMMs below see only 2-D tensors,
+  // and the output goes back to [..., out] as a view too.
+  input_shape_ = x.shape();
+  const Tensor x2 = x.rank() == 2 ? x : x.Reshape({x.numel() / in_, in_});
+  return Forward2D(x2).Reshape(WithLastDim(x.shape(), out_));
+}
+
+Tensor Linear::Forward2D(const Tensor& x) {
   // A float32 input (data) is cast to bfloat16 here where the layer
   // computes in bfloat16. Saved with its version: a write into it by the
   // caller after Forward then fails Backward (layers/saved_tensor.h).
@@ -149,12 +165,13 @@ Tensor Linear::Backward(const Tensor& dy) {
 // Also checks that nothing wrote into the saved tensors since Forward; the
 // rest of Backward then reads them unchecked.
 void Linear::CheckBackward(const Tensor& dy) const {
-  const Tensor& input = input_.Get(*this);
+  input_.Get(*this);
   if (options_.activation != Activation::kIdentity) pre_activation_.Get(*this);
-  TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == input.dim(0) && dy.dim(1) == out_)
+  const Shape expected = WithLastDim(input_shape_, out_);
+  TANDEM_CHECK(dy.shape() == expected)
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
       << ") got output gradient " << ShapeToString(dy.shape())
-      << ": expected [" << input.dim(0) << ", " << out_ << "]";
+      << ": expected " << ShapeToString(expected);
 }
 
 Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args,
@@ -270,8 +287,12 @@ void Linear::UsedOnParamLane(const BackwardArgs& args, const Tensor& t) {
   if (!SameQueue(args.lane, args.param_lane)) t.RecordLane(args.param_lane);
 }
 
-Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
-  CheckBackward(dy);
+Tensor Linear::BackwardWith(const Tensor& dy_in, const BackwardArgs& args) {
+  CheckBackward(dy_in);
+  // An N-d dy [..., out] is [rows, out] as a view, as the input was; dx
+  // goes back to the input's shape as a view.
+  const Tensor dy = dy_in.rank() == 2 ? dy_in : dy_in.Reshape({dy_in.numel() / out_, out_});
+  const Shape input_shape = input_shape_;
   PreActivationGrad grad = PreActivationGradient(args, dy);
   Tensor dx;
   if (args.update != nullptr) {
@@ -286,6 +307,7 @@ Tensor Linear::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
     dx = InputGradient(args, grad.dz);
   }
   DropBackwardState(args, grad.dz);
+  if (dx.defined() && input_shape.size() != 2) dx = dx.Reshape(input_shape);
   return dx;
 }
 

@@ -5,6 +5,12 @@
 //   Linear fc("fc1", 784, 512, rng, LinearOptions{Activation::kRelu});
 //   Tensor y = fc.Forward(x);          // x [batch, 784] -> y [batch, 512]
 //   Tensor dx = fc.Backward(dy);       // adds into fc's weight/bias grads
+//
+// An N-d input maps its last dimension, as PyTorch's nn.Linear does:
+// x [..., in] -> y [..., out] (a transformer's [batch, T, C]). Every
+// dimension before the last is folded into the rows of the same 2-D GEMMs
+// by a Reshape view, so the N-d path copies nothing and computes what the
+// 2-D path computes on x.Reshape({rows, in}), bit for bit.
 #ifndef TANDEM_LAYERS_LINEAR_H_
 #define TANDEM_LAYERS_LINEAR_H_
 
@@ -48,7 +54,9 @@ class Linear : public Layer {
   Linear(std::string name, int64_t in_features, int64_t out_features, Rng& rng,
          LinearOptions options = {});
 
+  // x [..., in] (rank 2 or more) -> [..., out], in the compute dtype.
   Tensor Forward(const Tensor& x) override;
+  // dy [..., out], the shape of the last Forward's output -> dx [..., in].
   // On the main lane: BackwardWith(dy, BackwardArgs::For(device)), joined.
   Tensor Backward(const Tensor& dy) override;
   // The weight and bias gradients (or args.update's new values) are queued
@@ -71,6 +79,8 @@ class Linear : public Layer {
   int64_t in_;
   int64_t out_;
   LinearOptions options_;
+  // Forward of x [rows, in] -> [rows, out]: every input, as a view.
+  Tensor Forward2D(const Tensor& x);
   void CheckBackward(const Tensor& dy) const;
   // The dtype of activations and working copies on the parameters' device.
   DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
@@ -104,8 +114,11 @@ class Linear : public Layer {
   Tensor bias_, bias_grad_;      // [out], float32
   // bfloat16 working copies (bf16 only; empty placeholders where not kept).
   Tensor weight_work_, bias_work_;
-  SavedTensor input_{"input"};   // [batch, in], from the last Forward, in the compute dtype
-  // [batch, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
+  SavedTensor input_{"input"};   // [rows, in], from the last Forward, in the compute dtype
+  // The last Forward's input shape, [..., in]: rows is the product of all
+  // but its last dimension.
+  Shape input_shape_;
+  // [rows, out]: x W^T + b for GELU and tanh, the output for ReLU (whose
   // gradient needs only the sign); nothing for the identity.
   SavedTensor pre_activation_;
 };

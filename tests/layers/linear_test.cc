@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -482,6 +483,82 @@ TEST_P(LinearTest, Tf32MatchesFloat32) {
     expected_step[i] = -plain.lr * dw[i];
   }
   EXPECT_TRUE(near(step, expected_step));
+}
+
+// An N-d input [..., in] is the 2-D input [rows, in] as a view: the same
+// output (as [..., out]), input gradient (as [..., in]) and parameter
+// gradients, bit for bit, for the fused and the separate activations and
+// for SGD folded into Backward.
+TEST_P(LinearTest, NdInputEqualsReshaped2D) {
+  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu}) {
+    LinearOptions o;
+    o.device = device();
+    o.activation = act;
+    Rng rng_a(21), rng_b(21);
+    Linear nd("fc", 6, 5, rng_a, o), flat("fc", 6, 5, rng_b, o);
+    const Tensor x2 = RandomInput(2 * 3 * 4, 6, 22);
+    const Tensor dy2 = RandomInput(2 * 3 * 4, 5, 23);
+    const Tensor x = x2.Reshape({2, 3, 4, 6});
+    const Tensor dy = dy2.Reshape({2, 3, 4, 5});
+    const Tensor y = nd.Forward(x);
+    EXPECT_EQ(y.shape(), (Shape{2, 3, 4, 5}));
+    EXPECT_EQ(y.ToVector(), flat.Forward(x2).ToVector()) << ActivationName(act);
+    const Tensor dx = nd.Backward(dy);
+    EXPECT_EQ(dx.shape(), x.shape());
+    EXPECT_EQ(dx.ToVector(), flat.Backward(dy2).ToVector()) << ActivationName(act);
+    for (size_t p = 0; p < 2; ++p) {
+      EXPECT_EQ(nd.Parameters()[p].grad->ToVector(), flat.Parameters()[p].grad->ToVector())
+          << ActivationName(act) << " parameter " << p;
+    }
+    SgdParams plain;
+    plain.lr = 0.5f;
+    Sgd sgd_nd(nd.Parameters(), plain), sgd_flat(flat.Parameters(), plain);
+    BackwardArgs update_nd = BackwardArgs::For(device()), update_flat = update_nd;
+    update_nd.update = sgd_nd.in_backward();
+    update_flat.update = sgd_flat.in_backward();
+    nd.Forward(x);
+    flat.Forward(x2);
+    EXPECT_EQ(BackwardJoined(nd, dy, update_nd).shape(), x.shape());
+    BackwardJoined(flat, dy2, update_flat);
+    sgd_nd.Step();
+    sgd_flat.Step();
+    EXPECT_EQ(nd.weight().ToVector(), flat.weight().ToVector()) << ActivationName(act);
+  }
+}
+
+TEST_P(LinearTest, NdGradients) {
+  Rng rng(24);
+  LinearOptions o;
+  o.device = device();
+  o.activation = Activation::kTanh;
+  Linear fc("fc", 7, 5, rng, o);
+  CompareLayerGradients(fc, RandomInput(2 * 3, 7, 25).Reshape({2, 3, 7})).Require(1e-2);
+}
+
+TEST_P(LinearTest, NdShapeErrorsNameLayerAndShapes) {
+  Rng rng(0);
+  LinearOptions o;
+  o.device = device();
+  Linear fc("fc2", 256, 128, rng, o);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  std::string m = message([&] { fc.Forward(Tensor::Zeros({4, 16, 200}, device())); });
+  EXPECT_NE(m.find("layer 'fc2' (Linear 256→128) got input [4, 16, 200]: expected [batch, "
+                   "256] or [..., 256]"),
+            std::string::npos)
+      << m;
+  fc.Forward(Tensor::Zeros({4, 16, 256}, device()));
+  m = message([&] { fc.Backward(Tensor::Zeros({64, 128}, device())); });
+  EXPECT_NE(m.find("layer 'fc2' (Linear 256→128) got output gradient [64, 128]: expected "
+                   "[4, 16, 128]"),
+            std::string::npos)
+      << m;
 }
 
 TEST_P(LinearTest, ShapeErrorNamesLayerAndShapes) {
