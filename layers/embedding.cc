@@ -75,7 +75,12 @@ Tensor Embedding::Forward(const Tensor& x) {
   Tensor rows = Tensor::Empty({batch * context, dim_}, x.device(), compute_dtype());
   ops::GatherRows(weight_for_math(), x.Reshape({batch * context}), rows);
   indices_.Save(x);
-  return rows.Reshape({batch, context * dim_});
+  return rows.Reshape(OutputShape(batch, context));
+}
+
+Shape Embedding::OutputShape(int64_t batch, int64_t context) const {
+  if (options_.per_position) return {batch, context, dim_};
+  return {batch, context * dim_};
 }
 
 Tensor Embedding::Backward(const Tensor& dy) {
@@ -87,10 +92,11 @@ Tensor Embedding::Backward(const Tensor& dy) {
 Tensor Embedding::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   const Tensor& x = indices_.Get(*this);
   const int64_t n = x.numel();
-  TANDEM_CHECK(dy.rank() == 2 && dy.dim(0) == x.dim(0) && dy.dim(1) == x.dim(1) * dim_)
+  const Shape expected = OutputShape(x.dim(0), x.dim(1));
+  TANDEM_CHECK(dy.shape() == expected)
       << "layer '" << name_ << "' (Embedding " << vocab_ << "×" << dim_
-      << ") got output gradient " << ShapeToString(dy.shape()) << ": expected ["
-      << x.dim(0) << ", " << x.dim(1) * dim_ << "]";
+      << ") got output gradient " << ShapeToString(dy.shape()) << ": expected "
+      << ShapeToString(expected);
   TANDEM_CHECK(dy.device() == x.device())
       << "layer '" << name_ << "' ran Forward on " << x.device()
       << " but got an output gradient on " << dy.device();

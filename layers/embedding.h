@@ -9,6 +9,10 @@
 //   Tensor h = emb.Forward(tokens);              // [32, 3] -> [32, 30]
 //   emb.Backward(dh);                            // adds into emb.weight's grad
 //
+// A transformer wants a row per position instead, [batch, context, dim]:
+// EmbeddingOptions::per_position gives that shape (the same elements, a
+// view), which N-d layers (Linear, LayerNorm, attention) take as it is.
+//
 // The input is data, so there is no input gradient: Backward returns an
 // undefined Tensor whatever BackwardArgs::input_grad asks, and belongs first
 // in a model. A bad index throws on the CPU, naming the layer, the position
@@ -35,6 +39,9 @@ struct EmbeddingOptions {
   // the device multiplies bfloat16; the float32 master and gradient stay
   // (layers/precision.h).
   Precision precision = Precision::kFp32;
+  // Output [batch, context, dim] (a transformer's tokens) instead of
+  // [batch, context * dim]; Backward then takes dy of that shape.
+  bool per_position = false;
 };
 
 class Embedding : public Layer {
@@ -44,10 +51,11 @@ class Embedding : public Layer {
   Embedding(std::string name, int64_t vocab, int64_t dim, Rng& rng, Device device,
             EmbeddingOptions options = {});
 
-  // x [batch, context] float32 indices -> [batch, context * dim], in the
-  // compute dtype.
+  // x [batch, context] float32 indices -> [batch, context * dim] (or
+  // [batch, context, dim] with per_position), in the compute dtype.
   Tensor Forward(const Tensor& x) override;
-  // dy [batch, context * dim]: adds row i of dy (as [batch * context, dim])
+  // dy [batch, context * dim] (or [batch, context, dim] with per_position):
+  // adds row i of dy (as [batch * context, dim])
   // into the gradient of row x[i] of the table, repeated indices adding up.
   // Returns an undefined Tensor: indices have no gradient.
   Tensor Backward(const Tensor& dy) override;
@@ -68,6 +76,8 @@ class Embedding : public Layer {
   // On the CPU: throws, naming the layer, the first position of x whose
   // value is not a whole number in [0, vocab).
   void CheckIndicesOnHost(const Tensor& x) const;
+  // What Forward returns for indices [batch, context].
+  Shape OutputShape(int64_t batch, int64_t context) const;
   // The dtype of activations and working copies on the table's device.
   DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
   bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }

@@ -45,21 +45,24 @@ std::vector<Parameter> LayerNorm::Parameters() {
 }
 
 Tensor LayerNorm::Forward(const Tensor& x) {
-  TANDEM_CHECK(x.rank() == 2 && x.dim(1) == features_)
+  TANDEM_CHECK(x.rank() >= 2 && x.dim(-1) == features_)
       << "layer '" << name_ << "' (LayerNorm " << features_ << ") got input "
-      << ShapeToString(x.shape()) << ": expected [rows, " << features_ << "]";
+      << ShapeToString(x.shape()) << ": expected [rows, " << features_ << "] or [..., "
+      << features_ << "]";
   TANDEM_CHECK(x.device() == weight_.device())
       << "layer '" << name_ << "' has parameters on " << weight_.device()
       << " but got input on " << x.device();
-  const Tensor input = ops::ToDType(x, compute_dtype());
-  const int64_t rows = x.dim(0);
-  Tensor y = Tensor::Empty(x.shape(), x.device(), compute_dtype());
+  // [..., features] is [rows, features] as a view: the fused op sees rows.
+  const int64_t rows = x.numel() / features_;
+  const Tensor input = ops::ToDType(x, compute_dtype()).Reshape({rows, features_});
+  Tensor y = Tensor::Empty({rows, features_}, x.device(), compute_dtype());
   mean_ = Tensor::Empty({rows}, x.device());
   rstd_ = Tensor::Empty({rows}, x.device());
   ops::LayerNormForward(input, weight_for_math(), bias_for_math(), options_.eps, y, mean_,
                         rstd_);
   input_.Save(input);
-  return y;
+  input_shape_ = x.shape();
+  return y.Reshape(x.shape());
 }
 
 Tensor LayerNorm::Backward(const Tensor& dy) {
@@ -69,11 +72,12 @@ Tensor LayerNorm::Backward(const Tensor& dy) {
 // All of it on args.lane, in one fused pass where the input gradient is
 // wanted: the parameter gradients come with it, and on_params_ready follows
 // at once. An update writes the weights after that pass, which read them.
-Tensor LayerNorm::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
-  const Tensor& x = input_.Get(*this);
-  TANDEM_CHECK(dy.shape() == x.shape())
+Tensor LayerNorm::BackwardWith(const Tensor& dy_in, const BackwardArgs& args) {
+  const Tensor& x = input_.Get(*this);  // [rows, features]
+  TANDEM_CHECK(dy_in.shape() == input_shape_)
       << "layer '" << name_ << "' (LayerNorm " << features_ << ") got output gradient "
-      << ShapeToString(dy.shape()) << ": expected " << ShapeToString(x.shape());
+      << ShapeToString(dy_in.shape()) << ": expected " << ShapeToString(input_shape_);
+  const Tensor dy = dy_in.Reshape(x.shape());
   TANDEM_CHECK(dy.device() == x.device())
       << "layer '" << name_ << "' ran Forward on " << x.device()
       << " but got an output gradient on " << dy.device();
@@ -102,7 +106,7 @@ Tensor LayerNorm::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   input_.Reset();
   mean_ = Tensor();
   rstd_ = Tensor();
-  return dx;
+  return dx.defined() ? dx.Reshape(input_shape_) : dx;
 }
 
 }  // namespace tandem

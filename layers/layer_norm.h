@@ -6,6 +6,9 @@
 //   Tensor y = ln.Forward(x);              // x [rows, 64] -> y [rows, 64]
 //   Tensor dx = ln.Backward(dy);           // adds into ln1.weight / ln1.bias grads
 //
+// An N-d input [..., 64] (a transformer's [batch, T, C]) normalises its last
+// dimension: its leading dimensions are the rows, folded by a Reshape view.
+//
 // Each pass is one fused op (core/ops_layer_norm.h): on a GPU one block per
 // row. The statistics are float32 whatever the precision; in bf16
 // (layers/precision.h) activations and the working copies of weight and
@@ -39,10 +42,11 @@ class LayerNorm : public Layer {
   LayerNorm(std::string name, int64_t features, Device device, LayerNormOptions options = {});
 
   // x [rows, features] -> y [rows, features], in the compute dtype (a
-  // float32 input is cast to bfloat16 in bf16, and back).
+  // float32 input is cast to bfloat16 in bf16, and back); x [..., features]
+  // -> y [..., features] likewise.
   Tensor Forward(const Tensor& x) override;
-  // dy [rows, features]: adds into the weight and bias gradients and
-  // returns dx [rows, features], on the main lane.
+  // dy of the last Forward's input shape: adds into the weight and bias
+  // gradients and returns dx of that shape, on the main lane.
   Tensor Backward(const Tensor& dy) override;
   // The full protocol (layers/layer.h), on args.lane: the gradients of
   // weight and bias and dx in one fused pass, then args.on_params_ready.
@@ -74,8 +78,9 @@ class LayerNorm : public Layer {
   Tensor weight_work_, bias_work_;  // bfloat16 working copies (bf16 only; may be placeholders)
   // From the last Forward, for Backward: the input in the compute dtype,
   // and each row's mean and 1 / sqrt(var + eps), float32 [rows].
-  SavedTensor input_{"input"};
+  SavedTensor input_{"input"};  // [rows, features]
   Tensor mean_, rstd_;
+  Shape input_shape_;  // the last Forward's, [..., features]
 };
 
 }  // namespace tandem

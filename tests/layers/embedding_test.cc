@@ -99,6 +99,29 @@ TEST_P(EmbeddingTest, BackwardScatterAddsWithRepeatedIndices) {
   EXPECT_EQ(emb.Parameters()[0].grad->ToVector(), twice);
 }
 
+// per_position: a row per position, [batch, context, dim] (the same
+// elements as the concatenated form), and dy of that shape back.
+TEST_P(EmbeddingTest, PerPositionGivesARowPerPosition) {
+  Rng rng(0), same(0);
+  EmbeddingOptions per_position;
+  per_position.per_position = true;
+  Embedding rows("emb", 4, 2, rng, device(), per_position), flat("emb", 4, 2, same, device());
+  const Tensor x = Tensor::FromVector({0, 3, 2, 2, 2, 1}, {2, 3}, device());
+  const Tensor y = rows.Forward(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 2}));
+  EXPECT_EQ(y.ToVector(), flat.Forward(x).ToVector());
+  const std::vector<float> dy = RandomValues(12, 3);
+  ZeroGrad(rows);
+  ZeroGrad(flat);
+  EXPECT_FALSE(rows.Backward(Tensor::FromVector(dy, {2, 3, 2}, device())).defined());
+  flat.Backward(Tensor::FromVector(dy, {2, 6}, device()));
+  EXPECT_EQ(rows.Parameters()[0].grad->ToVector(), flat.Parameters()[0].grad->ToVector());
+  rows.Forward(x);
+  EXPECT_NE(ErrorText([&] { rows.Backward(Tensor::Zeros({2, 6}, device())); })
+                .find("got output gradient [2, 6]: expected [2, 3, 2]"),
+            std::string::npos);
+}
+
 // BackwardWith on its own: the table's gradient on the caller's lane, in
 // every mode, with repeated indices.
 TEST_P(EmbeddingTest, ImplementsTheFullBackwardProtocol) {

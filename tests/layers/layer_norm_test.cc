@@ -121,6 +121,33 @@ TEST_P(LayerNormTest, GradientsMatchFiniteDifferences) {
   EXPECT_LT(CheckLayerGradients(ln, x), 1e-2);
 }
 
+// [..., features] normalises the last dimension: the 2-D layer on the
+// reshaped input, bit for bit, with outputs and dx in the input's shape;
+// and its gradients by finite differences.
+TEST_P(LayerNormTest, NdInputNormalisesTheLastDimension) {
+  LayerNorm nd("ln", 5, device()), flat("ln", 5, device());
+  SetParams(nd, RandomValues(5, 7), RandomValues(5, 8));
+  SetParams(flat, RandomValues(5, 7), RandomValues(5, 8));
+  const std::vector<float> x = RandomValues(2 * 3 * 5, 9), dy = RandomValues(2 * 3 * 5, 10);
+  const Tensor y = nd.Forward(Tensor::FromVector(x, {2, 3, 5}, device()));
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 5}));
+  EXPECT_EQ(y.ToVector(), flat.Forward(Tensor::FromVector(x, {6, 5}, device())).ToVector());
+  const Tensor dx = nd.Backward(Tensor::FromVector(dy, {2, 3, 5}, device()));
+  EXPECT_EQ(dx.shape(), (Shape{2, 3, 5}));
+  EXPECT_EQ(dx.ToVector(), flat.Backward(Tensor::FromVector(dy, {6, 5}, device())).ToVector());
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(nd.Parameters()[p].grad->ToVector(), flat.Parameters()[p].grad->ToVector()) << p;
+  }
+  CompareLayerGradients(nd, Tensor::FromVector(x, {2, 3, 5}, device())).Require(1e-2);
+  nd.Forward(Tensor::FromVector(x, {2, 3, 5}, device()));
+  EXPECT_NE(ErrorText([&] { nd.Backward(Tensor::Zeros({6, 5}, device())); })
+                .find("layer 'ln' (LayerNorm 5) got output gradient [6, 5]: expected [2, 3, 5]"),
+            std::string::npos);
+  EXPECT_NE(ErrorText([&] { nd.Forward(Tensor::Zeros({2, 3, 4}, device())); })
+                .find("got input [2, 3, 4]: expected [rows, 5] or [..., 5]"),
+            std::string::npos);
+}
+
 // dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy * weight, in
 // double, and the parameter gradients, for one row: a check of the formula
 // that does not lean on finite differences.
