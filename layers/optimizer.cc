@@ -41,7 +41,85 @@ void Optimizer::ZeroGrad() {
   }
 }
 
+void Optimizer::CheckNotSharded(const char* what) const {
+  TANDEM_CHECK(!sharded_)
+      << "optimizer '" << Name() << "' keeps sharded state (ZeRO-1: ShardState, "
+      << "--shard_optimizer), so each worker updates only its shards, inside the "
+      << "reducer's Backward (ShardedOptimizerHook): " << what;
+}
+
+// "AdamW update", "SGD update": what profiles and traces call an update.
+const char* Optimizer::UpdateRangeName() const {
+  const std::string name = Name();
+  return name == "sgd" ? "SGD update" : name == "adamw" ? "AdamW update" : "optimizer update";
+}
+
+void Optimizer::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
+  CheckNotSharded("it cannot update whole parameters; do not call Step()");
+  ProfileRange range(UpdateRangeName());
+  // The step being taken: FinishStep counts it after the updates.
+  const int64_t step = steps_ + 1;
+  for (size_t i : indices) {
+    TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
+    UpdateSlot(lane, step, i, *params_[i].value, GradientOf(params_[i]), params_[i].working);
+  }
+}
+
+void Optimizer::ShardState(std::vector<ParameterShard> shards) {
+  TANDEM_CHECK(steps_ == 0)
+      << "optimizer '" << Name() << "' has taken " << steps_ << " step(s): shard its state "
+      << "before the first step (register the ShardedOptimizerHook before training or "
+         "restoring a checkpoint)";
+  TANDEM_CHECK(!sharded_) << "optimizer '" << Name() << "' is sharded already";
+  std::vector<Shape> shapes;
+  Device device = Device::Cpu();
+  for (const ParameterShard& s : shards) {
+    TANDEM_CHECK(s.value.defined() && s.grad.defined() && s.value.rank() == 1 &&
+                 s.value.shape() == s.grad.shape() && s.value.dtype() == DType::kFloat32)
+        << "optimizer '" << Name() << "': shard '" << s.name
+        << "' needs a flat float32 value and a gradient of its shape, got "
+        << ShapeToString(s.value.shape()) << " and " << ShapeToString(s.grad.shape());
+    TANDEM_CHECK(shapes.empty() || s.value.device() == device)
+        << "optimizer '" << Name() << "': shard '" << s.name << "' is on "
+        << s.value.device() << " but the first is on " << device;
+    device = s.value.device();
+    shapes.push_back(s.value.shape());
+  }
+  ResetState(shapes, device);
+  shards_ = std::move(shards);
+  sharded_ = true;
+}
+
+void Optimizer::UpdateShards(const std::vector<size_t>& indices, const Lane& lane) {
+  TANDEM_CHECK(sharded_) << "optimizer '" << Name()
+                         << "': UpdateShards before ShardState (no shards)";
+  ProfileRange range([&] { return std::string(UpdateRangeName()) + " of shards"; });
+  const int64_t step = steps_ + 1;
+  for (size_t i : indices) {
+    TANDEM_CHECK(i < shards_.size()) << "shard index " << i << " of " << shards_.size();
+    ParameterShard& s = shards_[i];
+    UpdateSlot(lane, step, i, s.value, s.grad, /*working=*/nullptr);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> Optimizer::State() {
+  std::vector<std::pair<std::string, Tensor*>> state;
+  const size_t slots = sharded_ ? shards_.size() : params_.size();
+  for (size_t i = 0; i < slots; ++i) {
+    const std::string& name = sharded_ ? shards_[i].name : params_[i].name;
+    for (auto& [suffix, tensor] : SlotState(i)) state.push_back({name + suffix, tensor});
+  }
+  return state;
+}
+
+int64_t Optimizer::state_bytes() {
+  int64_t bytes = 0;
+  for (auto& [name, tensor] : State()) bytes += static_cast<int64_t>(tensor->bytes());
+  return bytes;
+}
+
 void Optimizer::Step() {
+  CheckNotSharded("do not call Step()");
   ProfileRange range("optimizer step");
   if (!params_.empty()) {
     std::vector<size_t> all(params_.size());
@@ -116,17 +194,25 @@ Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
       << "SGD momentum must be in [0, 1), got " << options.momentum;
   TANDEM_CHECK(!options.nesterov || options.momentum > 0.f)
       << "Nesterov SGD needs momentum > 0";
-  if (options.momentum > 0.f) {
-    for (Parameter& p : params_) {
-      velocity_.push_back(Tensor::Zeros(p.value->shape(), p.value->device()));
-    }
+  std::vector<Shape> shapes;
+  for (Parameter& p : params_) shapes.push_back(p.value->shape());
+  ResetState(shapes, params_.empty() ? Device::Cpu() : params_[0].value->device());
+}
+
+void Sgd::ResetState(const std::vector<Shape>& shapes, Device device) {
+  velocity_.clear();
+  if (options_.momentum == 0.f) return;
+  // Each parameter's on its own device (a replica's share one).
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Device on = !sharded() && i < params_.size() ? params_[i].value->device() : device;
+    velocity_.push_back(Tensor::Zeros(shapes[i], on));
   }
 }
 
 Sgd::~Sgd() = default;
 
 InBackwardUpdate* Sgd::in_backward() {
-  if (options_.momentum != 0.f || options_.weight_decay != 0.f) return nullptr;
+  if (options_.momentum != 0.f || options_.weight_decay != 0.f || sharded()) return nullptr;
   if (in_backward_ == nullptr) in_backward_ = std::make_unique<InBackward>(*this);
   return in_backward_.get();
 }
@@ -137,7 +223,7 @@ void Sgd::set_lr(float lr) {
 }
 
 void Sgd::Step() {
-  if (in_backward_ == nullptr) {
+  if (in_backward_ == nullptr || sharded()) {
     Optimizer::Step();
     return;
   }
@@ -147,21 +233,15 @@ void Sgd::Step() {
   FinishStep();
 }
 
-void Sgd::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
-  ProfileRange range("SGD update");
-  for (size_t i : indices) {
-    TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
-    ops::SgdUpdate(lane, options_, *params_[i].value, GradientOf(params_[i]),
-                   velocity_.empty() ? nullptr : &velocity_[i], params_[i].working);
-  }
+void Sgd::UpdateSlot(const Lane& lane, int64_t step, size_t slot, Tensor& value,
+                     const Tensor& grad, Tensor* working) {
+  ops::SgdUpdate(lane, options_, value, grad, velocity_.empty() ? nullptr : &velocity_[slot],
+                 working);
 }
 
-std::vector<std::pair<std::string, Tensor*>> Sgd::State() {
-  std::vector<std::pair<std::string, Tensor*>> state;
-  for (size_t i = 0; i < velocity_.size(); ++i) {
-    state.push_back({params_[i].name + ".momentum", &velocity_[i]});
-  }
-  return state;
+std::vector<std::pair<std::string, Tensor*>> Sgd::SlotState(size_t slot) {
+  if (velocity_.empty()) return {};
+  return {{".momentum", &velocity_.at(slot)}};
 }
 
 AdamW::AdamW(std::vector<Parameter> params, AdamWParams options)
@@ -171,9 +251,18 @@ AdamW::AdamW(std::vector<Parameter> params, AdamWParams options)
                options.beta2 >= 0.f && options.beta2 < 1.f)
       << "AdamW betas must be in [0, 1), got " << options.beta1 << ", "
       << options.beta2;
-  for (Parameter& p : params_) {
-    m_.push_back(Tensor::Zeros(p.value->shape(), p.value->device()));
-    v_.push_back(Tensor::Zeros(p.value->shape(), p.value->device()));
+  std::vector<Shape> shapes;
+  for (Parameter& p : params_) shapes.push_back(p.value->shape());
+  ResetState(shapes, params_.empty() ? Device::Cpu() : params_[0].value->device());
+}
+
+void AdamW::ResetState(const std::vector<Shape>& shapes, Device device) {
+  m_.clear();
+  v_.clear();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Device on = !sharded() && i < params_.size() ? params_[i].value->device() : device;
+    m_.push_back(Tensor::Zeros(shapes[i], on));
+    v_.push_back(Tensor::Zeros(shapes[i], on));
   }
 }
 
@@ -182,24 +271,13 @@ void AdamW::set_lr(float lr) {
   options_.lr = lr;
 }
 
-void AdamW::UpdateParameters(const std::vector<size_t>& indices, const Lane& lane) {
-  ProfileRange range("AdamW update");
-  // The step being taken: Step counts it after the updates.
-  const int64_t step = steps_ + 1;
-  for (size_t i : indices) {
-    TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
-    ops::AdamWUpdate(lane, options_, step, *params_[i].value, GradientOf(params_[i]), m_[i],
-                     v_[i], params_[i].working);
-  }
+void AdamW::UpdateSlot(const Lane& lane, int64_t step, size_t slot, Tensor& value,
+                       const Tensor& grad, Tensor* working) {
+  ops::AdamWUpdate(lane, options_, step, value, grad, m_.at(slot), v_.at(slot), working);
 }
 
-std::vector<std::pair<std::string, Tensor*>> AdamW::State() {
-  std::vector<std::pair<std::string, Tensor*>> state;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    state.push_back({params_[i].name + ".adam_m", &m_[i]});
-    state.push_back({params_[i].name + ".adam_v", &v_[i]});
-  }
-  return state;
+std::vector<std::pair<std::string, Tensor*>> AdamW::SlotState(size_t slot) {
+  return {{".adam_m", &m_.at(slot)}, {".adam_v", &v_.at(slot)}};
 }
 
 void ValidateOptimizerConfig(const OptimizerConfig& config) {

@@ -9,6 +9,11 @@
 // Each update is one fused pass per parameter tensor (one kernel on GPU); a
 // flat parameter buffer makes it one pass for the whole model. State tensors
 // (momentum, Adam moments) are exposed by name for checkpoints.
+//
+// Sharded state (ZeRO-1, parallel/sharded_optimizer.h): ShardState hands the
+// optimizer flat pieces of the parameters (views into the data-parallel
+// reducer's buckets) that this worker alone updates; it then keeps state for
+// those pieces only, and UpdateShards replaces UpdateParameters and Step.
 #ifndef TANDEM_LAYERS_OPTIMIZER_H_
 #define TANDEM_LAYERS_OPTIMIZER_H_
 
@@ -21,13 +26,22 @@
 
 namespace tandem {
 
+// A flat piece of parameters that one worker updates: `value` [n] float32,
+// a view into a flat buffer of parameter values, and `grad` [n], the same
+// elements' gradient. `name` keys its state ("bucket2.shard1of4").
+struct ParameterShard {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+};
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Parameter> params);
   virtual ~Optimizer() = default;
 
   // One step: every parameter updated from its gradient on the main lane of
-  // its device, and the step counted.
+  // its device, and the step counted. Refused with sharded state.
   virtual void Step();
   // Zeroes every gradient, on the main lane.
   void ZeroGrad();
@@ -38,9 +52,26 @@ class Optimizer {
   // Steps taken so far.
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
-  // Named state tensors ("fc1.weight.momentum", ...), for checkpoints.
-  virtual std::vector<std::pair<std::string, Tensor*>> State() = 0;
+  // Named state tensors ("fc1.weight.momentum", ...), for checkpoints. With
+  // sharded state, the shards' ("bucket2.shard1of4.adam_m"): this worker's
+  // part only (see docs/parallel.md, "Sharded optimizer state").
+  std::vector<std::pair<std::string, Tensor*>> State();
+  // Bytes of state this worker holds (momentum, Adam moments): with sharded
+  // state, its shards' only.
+  int64_t state_bytes();
   const std::vector<Parameter>& parameters() const { return params_; }
+
+  // Sharded state (ZeRO-1): from now on the optimizer updates `shards` and
+  // keeps state for them alone, freeing that of parameters(); Step,
+  // UpdateParameters and SGD's in-backward update are refused. Before the
+  // first step only (the state of a step taken would be lost).
+  void ShardState(std::vector<ParameterShard> shards);
+  bool sharded() const { return sharded_; }
+  const std::vector<ParameterShard>& shards() const { return shards_; }
+  // Updates shards `indices` (into shards()) on `lane`, as UpdateParameters
+  // does parameters: no working copy is written (the caller gathers the
+  // values and refreshes them) and nothing is counted (FinishStep counts).
+  void UpdateShards(const std::vector<size_t>& indices, const Lane& lane);
 
   // A step in parts, for callers that update some parameters early (the
   // data-parallel reducer updates each bucket once it is reduced:
@@ -48,13 +79,32 @@ class Optimizer {
   // (into parameters()) on `lane`, a lane of their device, as the coming
   // step would, and counts nothing; the caller orders `lane` after the
   // gradients. FinishStep counts the step once every parameter is updated.
-  virtual void UpdateParameters(const std::vector<size_t>& indices,
-                                const Lane& lane) = 0;
+  void UpdateParameters(const std::vector<size_t>& indices, const Lane& lane);
   void FinishStep() { ++steps_; }
 
  protected:
+  // What an optimizer defines. A slot is one tensor of parameters with its
+  // state: a parameter, or with sharded state a shard.
+  // Replaces every slot's state with zeroed state for tensors of `shapes`
+  // on `device` (none: no state).
+  virtual void ResetState(const std::vector<Shape>& shapes, Device device) = 0;
+  // Updates `value` from `grad` with slot `slot`'s state on `lane`, writing
+  // `working` (optional) too; `step` is the step being taken, from 1.
+  virtual void UpdateSlot(const Lane& lane, int64_t step, size_t slot, Tensor& value,
+                          const Tensor& grad, Tensor* working) = 0;
+  // Slot `slot`'s state tensors, each with the suffix of its name
+  // (".adam_m").
+  virtual std::vector<std::pair<std::string, Tensor*>> SlotState(size_t slot) = 0;
+  // "optimizer 'adamw' keeps sharded state ... : <what>", for refusals.
+  void CheckNotSharded(const char* what) const;
+  const char* UpdateRangeName() const;
+
   std::vector<Parameter> params_;
   int64_t steps_ = 0;
+
+ private:
+  bool sharded_ = false;
+  std::vector<ParameterShard> shards_;
 };
 
 // Plain SGD may also run inside Backward (one worker; see InBackwardUpdate):
@@ -72,14 +122,19 @@ class Sgd : public Optimizer {
   ~Sgd() override;
   // The update to fold into Backward (BackwardArgs::update), or null when
   // momentum or weight decay need state a layer cannot see.
+  // Null too with sharded state: the update then waits for the
+  // reduce-scatter of the gradient.
   InBackwardUpdate* in_backward();
   void Step() override;
-  void UpdateParameters(const std::vector<size_t>& indices,
-                        const Lane& lane) override;
   std::string Name() const override { return "sgd"; }
   float lr() const override { return options_.lr; }
   void set_lr(float lr) override;
-  std::vector<std::pair<std::string, Tensor*>> State() override;
+
+ protected:
+  void ResetState(const std::vector<Shape>& shapes, Device device) override;
+  void UpdateSlot(const Lane& lane, int64_t step, size_t slot, Tensor& value,
+                  const Tensor& grad, Tensor* working) override;
+  std::vector<std::pair<std::string, Tensor*>> SlotState(size_t slot) override;
 
  private:
   class InBackward;
@@ -91,12 +146,15 @@ class Sgd : public Optimizer {
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Parameter> params, AdamWParams options);
-  void UpdateParameters(const std::vector<size_t>& indices,
-                        const Lane& lane) override;
   std::string Name() const override { return "adamw"; }
   float lr() const override { return options_.lr; }
   void set_lr(float lr) override;
-  std::vector<std::pair<std::string, Tensor*>> State() override;
+
+ protected:
+  void ResetState(const std::vector<Shape>& shapes, Device device) override;
+  void UpdateSlot(const Lane& lane, int64_t step, size_t slot, Tensor& value,
+                  const Tensor& grad, Tensor* working) override;
+  std::vector<std::pair<std::string, Tensor*>> SlotState(size_t slot) override;
 
  private:
   AdamWParams options_;

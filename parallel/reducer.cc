@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/ops.h"
 #include "core/profile_range.h"
+#include "parallel/sharded_optimizer.h"
 
 namespace tandem {
 
@@ -161,6 +162,12 @@ void Reducer::BuildBuckets() {
     bucket.comm = comms_[buckets_.size() % comms_.size()];
     int64_t elements = 0;
     for (size_t i : group) elements += params_[i].value->numel();
+    // See Note [Sharded step] in sharded_optimizer.cc: equal blocks per rank.
+    const int64_t parameter_elements = elements;
+    if (options_.shard_optimizer) {
+      const int64_t ranks = comm_.size();
+      elements = (elements + ranks - 1) / ranks * ranks;
+    }
     const Device device = params_[group.front()].value->device();
     // One rank reduces nothing: any memory will do.
     bucket.buffer = comm_.size() == 1 ? Tensor::Zeros({elements}, device)
@@ -184,6 +191,7 @@ void Reducer::BuildBuckets() {
       bucket.parameters.push_back(p);
       offset += n;
     }
+    TANDEM_CHECK(offset == parameter_elements) << "bucket " << bucket.index << " lost elements";
     buckets_.push_back(std::move(bucket));
   }
   first_bucket_layer_ = owners_.size();
@@ -205,8 +213,18 @@ void Reducer::ChooseGradientsFirstLayers() {
 
 void Reducer::RegisterCommHook(std::unique_ptr<CommHook> hook) {
   TANDEM_CHECK(hook != nullptr) << "Reducer::RegisterCommHook(nullptr)";
+  const bool shards = dynamic_cast<ShardedOptimizerHook*>(hook.get()) != nullptr;
+  TANDEM_CHECK(shards == options_.shard_optimizer)
+      << "model '" << model_.Name() << "': "
+      << (shards ? "a ShardedOptimizerHook needs a Reducer built with "
+                   "ReducerOptions::shard_optimizer (--shard_optimizer), whose buckets are "
+                   "padded to a multiple of the world size"
+                 : "with ReducerOptions::shard_optimizer (--shard_optimizer) the hook must be "
+                   "a ShardedOptimizerHook: sharded optimizer state does not combine with "
+                   "other comm hooks (bfloat16 compression, OptimizerUpdateHook)");
   hook->Bind(buckets_);
   hook_ = std::move(hook);
+  hook_shards_ = shards;
 }
 
 std::vector<std::string> Reducer::BucketParameterNames(int b) const {
@@ -235,6 +253,17 @@ Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, Grad
       << "(BackwardArgs::update) keeps no gradients to reduce over "
       << comm_.size() << " workers; step the optimizer after the reducer, or "
       << "register an OptimizerUpdateHook";
+  TANDEM_CHECK(args.update == nullptr || !options_.shard_optimizer)
+      << "model '" << model_.Name() << "': an update inside Backward "
+      << "(BackwardArgs::update) cannot serve sharded optimizer state "
+      << "(ReducerOptions::shard_optimizer, --shard_optimizer): each worker updates only "
+      << "its shard, once the gradient is reduce-scattered; leave BackwardArgs::update null "
+      << "(Sgd::in_backward() is null once the optimizer is sharded)";
+  TANDEM_CHECK(hook_shards_ == options_.shard_optimizer)
+      << "model '" << model_.Name() << "': ReducerOptions::shard_optimizer "
+      << "(--shard_optimizer) is on but no ShardedOptimizerHook is registered: "
+      << "reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(*optimizer)) "
+      << "before the first Backward";
   // The model itself is reported too (BackwardReported), so a model that
   // reports nothing below it still does.
   if (sync == GradientSync::kAccumulateLocally) {

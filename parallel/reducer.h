@@ -63,6 +63,14 @@ struct ReducerOptions {
   // instead of after it (Note [Gradients first] in reducer.cc). 0: every
   // layer computes them beside its input gradient.
   int gradients_first_layers = 2;
+  // Sharded optimizer state (ZeRO-1, --shard_optimizer): every bucket is
+  // padded with zeros to a multiple of the world size, so that each rank
+  // owns an equal block of it, and a ShardedOptimizerHook
+  // (parallel/sharded_optimizer.h) must be registered before Backward. The
+  // buckets are then reduce-scattered instead of all-reduced, each rank
+  // updates its block, and the parameters are all-gathered after backward.
+  // An update inside Backward (BackwardArgs::update) is refused.
+  bool shard_optimizer = false;
 };
 
 // Timeline of one step, on the steady clock, for tests and traces.
@@ -110,7 +118,10 @@ class Reducer {
                       GradientSync sync = GradientSync::kReduce);
 
   // Replaces the default hook (an in-place sum); see parallel/comm_hook.h.
+  // With ReducerOptions::shard_optimizer only a ShardedOptimizerHook, and
+  // that hook only then.
   void RegisterCommHook(std::unique_ptr<CommHook> hook);
+  const ReducerOptions& options() const { return options_; }
 
   // Asks for timing events on every reduction (ReducerTimeline::bucket_work).
   void set_timed_collectives(bool timed) { timed_ = timed; }
@@ -122,6 +133,8 @@ class Reducer {
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   // Parameter names in bucket b, in the order they were laid out.
   std::vector<std::string> BucketParameterNames(int b) const;
+  // Elements of bucket b's buffer: its parameters', plus padding with
+  // ReducerOptions::shard_optimizer.
   int64_t bucket_elements(int b) const { return buckets_[b].buffer.numel(); }
   // The layers with parameters of their own, in model order: what
   // ReducerTimeline::layer_done and gradients_first_layers count.
@@ -161,6 +174,7 @@ class Reducer {
   std::vector<Communicator*> comms_;  // buckets round-robin over these
   ReducerOptions options_;
   std::unique_ptr<CommHook> hook_;
+  bool hook_shards_ = false;  // hook_ is a ShardedOptimizerHook
   bool timed_ = false;
 
   std::vector<Parameter> params_;                 // model order

@@ -192,6 +192,56 @@ TEST_P(OptimizerTest, OnlyPlainSgdRunsInBackward) {
   EXPECT_NE(plain.in_backward(), nullptr);
 }
 
+// Sharded state (ShardState): flat shards of the parameters, cut anywhere
+// (here one spans both parameters), update as the whole parameters do, and
+// the state kept is the shards' alone, named by shard.
+TEST_P(OptimizerTest, ShardsUpdateLikeWholeParameters) {
+  for (const char* name : {"sgd", "adamw"}) {
+    OptimizerConfig config;
+    config.name = name;
+    config.lr = 0.1f;
+    config.momentum = 0.9f;
+    config.weight_decay = 0.01f;
+    Tensor w1 = Tensor::FromVector({1, -2}, {2}, device());
+    Tensor g1 = Tensor::FromVector({0.5f, 0.25f}, {2}, device());
+    Tensor w2 = Tensor::FromVector({3, 4, 5}, {3}, device());
+    Tensor g2 = Tensor::FromVector({-1, 2, 0.125f}, {3}, device());
+    auto whole = MakeOptimizer(config, {{"a", &w1, &g1}, {"b", &w2, &g2}});
+    const int64_t whole_bytes = whole->state_bytes();
+    EXPECT_EQ(whole_bytes, std::string(name) == "sgd" ? 5 * 4 : 5 * 2 * 4) << name;
+    for (int step = 0; step < 3; ++step) whole->Step();
+
+    // The same five elements in one flat buffer: shards [0, 3) and [3, 5).
+    Tensor values = Tensor::FromVector({1, -2, 3, 4, 5}, {5}, device());
+    Tensor grads = Tensor::FromVector({0.5f, 0.25f, -1, 2, 0.125f}, {5}, device());
+    Tensor a = values.Slice(0, 2), b = values.Slice(2, 5);
+    Tensor ga = grads.Slice(0, 2), gb = grads.Slice(2, 5);
+    auto sharded = MakeOptimizer(config, {{"a", &a, &ga}, {"b", &b, &gb}});
+    sharded->ShardState({{"s0", values.Slice(0, 3), grads.Slice(0, 3)},
+                         {"s1", values.Slice(3, 5), grads.Slice(3, 5)}});
+    EXPECT_TRUE(sharded->sharded());
+    EXPECT_EQ(sharded->state_bytes(), whole_bytes) << name << ": the shards cover everything";
+    const auto state = sharded->State();
+    ASSERT_FALSE(state.empty());
+    EXPECT_EQ(state[0].first, std::string(name) == "sgd" ? "s0.momentum" : "s0.adam_m");
+    const Lane lane = GetBackend(device()).main_lane();
+    for (int step = 0; step < 3; ++step) {
+      sharded->UpdateShards({1}, lane);
+      sharded->UpdateShards({0}, lane);
+      sharded->FinishStep();
+    }
+    EXPECT_EQ(sharded->steps(), 3);
+    std::vector<float> expected = w1.ToVector();
+    for (float v : w2.ToVector()) expected.push_back(v);
+    const std::vector<float> got = values.ToVector();
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_NEAR(got[i], expected[i], 1e-6f) << name << " element " << i;
+    }
+    EXPECT_THROW(sharded->Step(), Error) << name;
+    EXPECT_THROW(sharded->ShardState({}), Error) << name << ": sharded twice";
+  }
+}
+
 INSTANTIATE_DEVICE_TEST_SUITE_P(OptimizerTest);
 
 }  // namespace

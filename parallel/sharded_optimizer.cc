@@ -1,0 +1,238 @@
+#include "parallel/sharded_optimizer.h"
+
+#include <string>
+#include <utility>
+
+#include "core/backend_registry.h"
+#include "core/check.h"
+#include "core/ops.h"
+#include "core/profile_range.h"
+
+namespace tandem {
+
+// Note [Sharded step]
+// ~~~~~~~~~~~~~~~~~~~
+// Rank r of N owns block r of every bucket: elements [r * chunk, (r + 1) *
+// chunk), chunk = elements / N (the reducer pads each bucket to a multiple of
+// N with zeros, which stay zero: no layer writes them, and the sum of zeros
+// is zero). The gradients and the parameters' values share that layout, one
+// flat buffer each per bucket, so a shard is a slice of each and the update
+// is the optimizer's element-wise kernel on two slices.
+//   1. Reduce (during backward, when the bucket's gradients are queued):
+//      reduce-scatter of the gradient buffer in place; block r receives the
+//      sum over the ranks of their block r. Same bytes on the wire as half an
+//      all-reduce; the same lanes and overlap as the all-reduce.
+//   2. AfterReduce (bucket order, once the reduce-scatter can be waited on
+//      and the bucket's layers have returned from Backward): on the update
+//      lane, after the reduce-scatter and backward's lanes as they stand (the
+//      layers' input-gradient GEMMs read the weights), the optimizer updates
+//      shard r of the bucket. With clipping, nothing: the factor needs every
+//      shard's gradient.
+//   3. FinishStep (backward over; the caller's lane has waited for every
+//      reduce-scatter): with clipping or a tracked norm, the squares of the
+//      shards are summed on the caller's lane and all-reduced, and with
+//      clipping every shard scaled and updated on the update lane. Then each
+//      bucket's values are all-gathered in place, after the update lane, in
+//      bucket order; the caller's lane waits for the gathers and casts every
+//      master into its working copy, so the next forward reads this step's
+//      parameters. The step is counted.
+// Why the gathers wait for the end of backward: collectives on one
+// communicator must be issued in the same order on every rank. Reduce is
+// called at fixed points of backward (a layer's gradients queued), the same
+// on every rank; AfterReduce is not (it runs once a reduce-scatter happens to
+// be done). A gather issued from AfterReduce could fall between two
+// reduce-scatters on one rank and after both on another. FinishStep is a
+// fixed point, after every reduce-scatter.
+// Across steps: the next step's reduce-scatters write gradients the updates
+// read, and its backward reads the values the gathers write; both come after
+// the caller's lane, which waited for the gathers, which followed the
+// updates.
+
+ShardedOptimizerHook::ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options)
+    : optimizer_(optimizer), options_(options) {
+  TANDEM_CHECK(options.max_grad_norm >= 0.f)
+      << "ShardedOptimizerOptions::max_grad_norm is " << options.max_grad_norm
+      << " (--clip_grad_norm): 0 turns clipping off, a positive norm clips";
+}
+
+void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
+  TANDEM_CHECK(buckets_.empty())
+      << "ShardedOptimizerHook is bound already: register one hook per reducer "
+         "and optimizer";
+  // Every parameter of the model in exactly one bucket, and the optimizer
+  // holds exactly those.
+  const std::vector<Parameter>& theirs = optimizer_.parameters();
+  size_t held = 0;
+  for (const GradBucket& bucket : buckets) {
+    for (const Parameter& p : bucket.parameters) {
+      size_t j = 0;
+      while (j < theirs.size() && theirs[j].value != p.value) ++j;
+      TANDEM_CHECK(j < theirs.size())
+          << "optimizer '" << optimizer_.Name() << "' does not hold parameter '" << p.name
+          << "': build it over the model's Parameters()";
+      ++held;
+    }
+  }
+  TANDEM_CHECK(held == theirs.size())
+      << "optimizer '" << optimizer_.Name() << "' holds " << theirs.size()
+      << " parameters but the model has " << held << ": build it over the model's Parameters()";
+  if (buckets.empty()) return;
+
+  Communicator& first = *buckets[0].comm;
+  rank_ = first.rank();
+  size_ = first.size();
+  const Device device = buckets[0].buffer.device();
+  std::vector<ParameterShard> shards;
+  for (const GradBucket& bucket : buckets) {
+    const int64_t elements = bucket.buffer.numel();
+    TANDEM_CHECK(bucket.buffer.dtype() == DType::kFloat32 && bucket.buffer.device() == device)
+        << "ShardedOptimizerHook: bucket " << bucket.index << " holds "
+        << DTypeName(bucket.buffer.dtype()) << " gradients on " << bucket.buffer.device()
+        << "; it shards float32 gradients of one device";
+    TANDEM_CHECK(elements % size_ == 0)
+        << "ShardedOptimizerHook: bucket " << bucket.index << " holds " << elements
+        << " elements, not a multiple of the " << size_
+        << " workers: build the Reducer with ReducerOptions::shard_optimizer "
+           "(--shard_optimizer), which pads its buckets";
+    Bucket b;
+    b.grads = bucket.buffer;
+    b.chunk = elements / size_;
+    b.comm = bucket.comm;
+    b.parameters = bucket.parameters;
+    // Every rank asks for the same buffers in the same order (NCCL
+    // registers them together). One rank gathers nothing.
+    b.values = size_ == 1 ? Tensor::Zeros({elements}, device)
+                          : bucket.comm->NewReduceBuffer(elements, device);
+    int64_t offset = 0;
+    for (const Parameter& p : bucket.parameters) {
+      const int64_t n = p.value->numel();
+      Tensor view = b.values.Slice(offset, offset + n).Reshape(p.value->shape());
+      view.CopyFrom(*p.value);
+      *p.value = view;  // the layer's parameter now lives in the flat buffer
+      offset += n;
+    }
+    const int64_t begin = b.chunk * rank_, end = begin + b.chunk;
+    shards.push_back({"bucket" + std::to_string(bucket.index) + ".shard" + std::to_string(rank_) +
+                          "of" + std::to_string(size_),
+                      b.values.Slice(begin, end), b.grads.Slice(begin, end)});
+    buckets_.push_back(std::move(b));
+  }
+  optimizer_.ShardState(std::move(shards));
+  Backend& backend = GetBackend(device);
+  lane_ = backend.NewLane({"optimizer", /*high_priority=*/true});
+  // The values were copied and the state zeroed on the main lane.
+  ops::WaitFor(lane_.get(), backend.main_lane());
+  if (norm_wanted()) {
+    squares_ = Tensor::Zeros({1, static_cast<int64_t>(buckets_.size())}, device);
+    norm_ = Tensor::Zeros({1}, device);
+    pair_ = Tensor::Zeros({1, 2}, device);
+    factor_ = Tensor::Zeros({1}, device);
+  }
+}
+
+// See Note [Sharded step], 1.
+std::shared_ptr<Work> ShardedOptimizerHook::Reduce(const GradBucket& bucket,
+                                                   const std::vector<Lane>& ready, bool timed) {
+  const Bucket& b = buckets_.at(bucket.index);
+  CollectiveOptions options;
+  options.after = ready;
+  options.timed = timed;
+  options.label = "gradient bucket " + std::to_string(bucket.index);
+  // See Note [Gradient averaging] in reducer.cc: a sum, not an average.
+  float* grads = b.grads.data();
+  return b.comm->ReduceScatter(grads, b.chunk, grads + b.chunk * rank_, ReduceOp::kSum,
+                               std::move(options));
+}
+
+// See Note [Sharded step], 2.
+void ShardedOptimizerHook::AfterReduce(const GradBucket& bucket, Work& work,
+                                       const std::vector<Lane>& compute) {
+  compute_ = compute;
+  if (options_.max_grad_norm > 0.f) return;  // the update needs the global norm
+  const Lane lane = lane_.get();
+  work.WaitOn(lane);
+  for (const Lane& c : compute) ops::WaitFor(lane, c);
+  optimizer_.UpdateShards({static_cast<size_t>(bucket.index)}, lane);
+}
+
+// The global norm: each shard's sum of squares, summed here and over the
+// ranks (one all-reduce of [1]), on `lane`, which has waited for every
+// reduce-scatter.
+void ShardedOptimizerHook::ComputeNorm(const Lane& lane) {
+  const std::vector<ParameterShard>& shards = optimizer_.shards();
+  const int64_t n = static_cast<int64_t>(shards.size());
+  Tensor squares = squares_.Reshape({n});
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor slot = squares.Slice(i, i + 1);
+    ops::SumOfSquares(lane, shards[i].grad, slot);
+  }
+  ops::RowSum(lane, squares_, norm_);
+  if (size_ > 1) {
+    CollectiveOptions options;
+    options.after = {lane};
+    options.label = "gradient norm";
+    buckets_[0].comm->AllReduce(norm_, ReduceOp::kSum, std::move(options))->WaitOn(lane);
+  }
+  ops::Sqrt(lane, norm_, norm_);
+}
+
+// factor = max_norm / max(norm + eps, max_norm), as the unsharded clipper:
+// 1 while the norm is at most max_norm.
+void ShardedOptimizerHook::ClipShards(const Lane& lane) {
+  Tensor first = pair_.Reshape({2}).Slice(0, 1), second = pair_.Reshape({2}).Slice(1, 2);
+  ops::AddScalar(lane, norm_, 1e-6f, first);
+  ops::Fill(lane, second, options_.max_grad_norm);
+  ops::RowMax(lane, pair_, factor_);
+  ops::Reciprocal(lane, factor_, factor_);
+  ops::MulScalar(lane, factor_, options_.max_grad_norm, factor_);
+  for (const ParameterShard& s : optimizer_.shards()) {
+    Tensor row = s.grad.Reshape({1, s.grad.numel()});
+    ops::BroadcastMul(lane, row, factor_, Broadcast::kColumn, row);
+  }
+}
+
+// See Note [Sharded step], 3.
+void ShardedOptimizerHook::FinishStep(const Lane& lane) {
+  if (buckets_.empty()) {
+    optimizer_.FinishStep();
+    return;
+  }
+  const Lane update = lane_.get();
+  if (norm_wanted()) {
+    ProfileRange range("gradient norm over shards");
+    ComputeNorm(lane);
+    if (options_.max_grad_norm > 0.f) {
+      ClipShards(lane);
+      // Backward's lanes read the weights; the updates come after them and
+      // after the clipped gradients.
+      for (const Lane& c : compute_) ops::WaitFor(update, c);
+      ops::WaitFor(update, lane);
+      std::vector<size_t> all(buckets_.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      optimizer_.UpdateShards(all, update);
+    }
+  }
+  std::vector<std::shared_ptr<Work>> gathers;
+  if (size_ > 1) {
+    ProfileRange range("all-gather parameters");
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      Bucket& b = buckets_[i];
+      CollectiveOptions options;
+      options.after = {update};
+      options.label = "parameter bucket " + std::to_string(i);
+      float* values = b.values.data();
+      gathers.push_back(
+          b.comm->AllGather(values + b.chunk * rank_, b.chunk, values, std::move(options)));
+    }
+  }
+  for (const std::shared_ptr<Work>& gather : gathers) gather->WaitOn(lane);
+  ops::WaitFor(lane, update);
+  for (Bucket& b : buckets_) {
+    for (Parameter& p : b.parameters) {
+      if (p.working != nullptr && p.working->defined()) ops::Cast(lane, *p.value, *p.working);
+    }
+  }
+  optimizer_.FinishStep();
+}
+
+}  // namespace tandem

@@ -1,0 +1,121 @@
+// Sharded optimizer state (ZeRO-1): each data-parallel worker keeps the
+// optimizer state (Adam moments, SGD momentum) of only a 1/N share of the
+// parameters and updates only that share; the updated parameters are then
+// gathered so every replica holds all of them again.
+//
+//   ReducerOptions options;
+//   options.shard_optimizer = true;          // --shard_optimizer: pads buckets
+//   Reducer reducer(*model, worker.gradient_comms(), options);
+//   auto optimizer = MakeOptimizer(config, model->Parameters());
+//   reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(*optimizer));
+//   ...
+//   optimizer->ZeroGrad();
+//   loss.Forward(model->Forward(x_shard), y_shard, global_batch);
+//   reducer.Backward(loss.Backward());   // reduce-scatter, update, all-gather
+//   // no optimizer->Step(): the hook updated and counted the step
+//
+// Per bucket and step (Note [Sharded step] in sharded_optimizer.cc): the
+// gradient bucket is reduce-scattered in place during backward, as the
+// all-reduce is without sharding, so rank r's block r of the bucket holds the
+// summed gradient of its shard; rank r updates block r of the bucket's
+// float32 master values (the parameters are views into one flat buffer per
+// bucket, laid out as the gradients are), with state for that block alone;
+// after backward every bucket's values are all-gathered in place, in bucket
+// order, and bfloat16 working copies are refreshed from the gathered masters.
+// Every replica then holds the same full float32 parameters as without
+// sharding. The gradients are not sharded: after a step a parameter's
+// gradient holds the reduced sum only where it lies in this rank's shard.
+//
+// With ShardedOptimizerOptions::max_grad_norm the gradient is clipped by its
+// global L2 norm first: each rank sums the squares of its shards, one
+// all-reduce of that scalar gives the norm, and every shard is scaled by the
+// same factor before any update.
+#ifndef TANDEM_PARALLEL_SHARDED_OPTIMIZER_H_
+#define TANDEM_PARALLEL_SHARDED_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/lane.h"
+#include "core/tensor.h"
+#include "layers/layer.h"
+#include "layers/optimizer.h"
+#include "parallel/comm_hook.h"
+#include "parallel/communicator.h"
+#include "parallel/work.h"
+
+namespace tandem {
+
+struct ShardedOptimizerOptions {
+  // > 0: clip the gradient (every parameter together) to this global L2
+  // norm before the update (--clip_grad_norm). The updates then wait for
+  // every bucket's reduce-scatter and the norm's all-reduce, instead of
+  // running bucket by bucket beside backward.
+  float max_grad_norm = 0.f;
+  // Compute the gradient's global norm every step (last_grad_norm()) even
+  // without clipping: one more all-reduce of a scalar per step.
+  bool track_grad_norm = false;
+};
+
+// The comm hook that makes the reducer's optimizer step sharded. Register it
+// on a Reducer built with ReducerOptions::shard_optimizer (which pads every
+// bucket to a multiple of the world size); the reducer refuses it otherwise,
+// and refuses a Backward with shard_optimizer but another hook. The
+// optimizer must hold every parameter of the model (MakeOptimizer over its
+// Parameters()), have taken no step yet, and outlive the hook; Bind shards
+// its state (Optimizer::ShardState) and re-homes the parameters' values into
+// the hook's flat buffers. The training loop does not call Step().
+class ShardedOptimizerHook : public CommHook {
+ public:
+  explicit ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options = {});
+  void Bind(const std::vector<GradBucket>& buckets) override;
+  // Reduce-scatters the bucket in place: block rank() gets the sum.
+  std::shared_ptr<Work> Reduce(const GradBucket& bucket, const std::vector<Lane>& ready,
+                               bool timed) override;
+  // Without clipping: updates this rank's shard of the bucket.
+  void AfterReduce(const GradBucket& bucket, Work& work, const std::vector<Lane>& compute) override;
+  // Clips and updates (with max_grad_norm), all-gathers every bucket's
+  // values, refreshes working copies and counts the step.
+  void FinishStep(const Lane& lane) override;
+
+  // [1] on the buckets' device: the global L2 norm of the last step's
+  // gradient, before clipping; undefined unless max_grad_norm > 0 or
+  // track_grad_norm. Reading it (Item) waits for the device.
+  const Tensor& last_grad_norm() const { return norm_; }
+  // Bytes of optimizer state this worker holds: optimizer.state_bytes().
+  int64_t state_bytes() const { return optimizer_.state_bytes(); }
+  // This rank's shard of bucket b: elements [begin, end) of its buffers.
+  int64_t shard_begin(int b) const { return buckets_.at(b).chunk * rank_; }
+  int64_t shard_end(int b) const { return buckets_.at(b).chunk * (rank_ + 1); }
+
+ private:
+  struct Bucket {
+    Tensor values;      // [elements], float32: the parameters' values are views
+    Tensor grads;       // the reducer's gradient buffer
+    int64_t chunk = 0;  // elements per rank
+    Communicator* comm = nullptr;
+    std::vector<Parameter> parameters;
+  };
+
+  bool norm_wanted() const { return options_.max_grad_norm > 0.f || options_.track_grad_norm; }
+  void ComputeNorm(const Lane& lane);
+  void ClipShards(const Lane& lane);
+
+  Optimizer& optimizer_;
+  ShardedOptimizerOptions options_;
+  std::vector<Bucket> buckets_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<Lane> compute_;  // backward's lanes, from the last AfterReduce
+  Tensor squares_;             // [1, buckets]: each shard's sum of squared gradients
+  Tensor norm_;                // [1]
+  Tensor pair_;                // [1, 2]: norm + eps, max_norm
+  Tensor factor_;              // [1]
+  // Declared last: destroyed first, once the updates queued on it have run.
+  OwnedLane lane_;  // where the updates run
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_PARALLEL_SHARDED_OPTIMIZER_H_

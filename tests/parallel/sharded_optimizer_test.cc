@@ -1,0 +1,333 @@
+// Sharded optimizer state (ZeRO-1) in threads mode: sharded AdamW and SGD
+// train like the unsharded optimizer on the same workers (with gradient
+// accumulation, clipping by the global norm and bfloat16 working copies);
+// replicas stay bitwise identical; each worker holds 1/N of the state; the
+// combinations that cannot work are refused with errors that say why.
+#include "parallel/sharded_optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/backend_registry.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/loss.h"
+#include "layers/mlp.h"
+#include "layers/optimizer.h"
+#include "parallel/comm_hook.h"
+#include "parallel/reducer.h"
+#include "parallel/thread_communicator.h"
+#include "tests/parallel/sharded_training.h"
+#include "tests/support/dp_training.h"
+#include "tests/support/error_text.h"
+
+namespace tandem {
+namespace {
+
+using testing::ErrorText;
+using testing::MaxRelativeDifference;
+using testing::ShardRun;
+using testing::ShardSetup;
+using testing::TrainSharded;
+
+// Sharded and unsharded runs apply the same float32 arithmetic to the same
+// reduced gradients (ReduceScatter leaves the bits AllReduce would, on the
+// thread communicator); the update kernels may still round a slice's
+// elements differently from a whole tensor's (vector body against tail), so
+// the comparison allows a few float32 roundings, not bitwise equality.
+constexpr double kFp32Tolerance = 1e-5;
+
+// TrainSharded on n threads; every rank's run.
+std::vector<ShardRun> RunThreads(int n, const ShardSetup& setup) {
+  ThreadGroup group(n);
+  std::vector<ShardRun> runs(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        runs[r] = TrainSharded(group.communicator(r), setup);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        group.communicator(r).Abort(e.what());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return runs;
+}
+
+// Sharded against unsharded on the same n workers: parameters within
+// `tolerance`, every replica bitwise rank 0's.
+void ExpectShardedEqualsUnsharded(ShardSetup setup, const std::string& what,
+                                  double tolerance = kFp32Tolerance) {
+  for (int n : {2, 4}) {
+    setup.shard = false;
+    const std::vector<ShardRun> plain = RunThreads(n, setup);
+    setup.shard = true;
+    const std::vector<ShardRun> sharded = RunThreads(n, setup);
+    ASSERT_EQ(sharded[0].params.size(), plain[0].params.size()) << what;
+    const double diff = MaxRelativeDifference(sharded[0].params, plain[0].params);
+    std::cout << what << " N=" << n << ": max relative difference sharded/unsharded " << diff
+              << "\n";
+    EXPECT_LE(diff, tolerance) << what << " N=" << n;
+    EXPECT_NE(sharded[0].params, RunThreads(1, ShardSetup{}).at(0).params)
+        << what << ": nothing trained";
+    for (int r = 1; r < n; ++r) {
+      EXPECT_EQ(sharded[r].params, sharded[0].params) << what << " N=" << n << ", rank " << r;
+    }
+    for (int64_t elements : sharded[0].bucket_elements) {
+      EXPECT_EQ(elements % n, 0) << what << ": a bucket of " << elements << " elements, N=" << n;
+    }
+  }
+}
+
+TEST(ShardedOptimizerTest, AdamWEqualsUnsharded) {
+  for (bool overlap : {true, false}) {
+    ShardSetup setup;
+    setup.optimizer = "adamw";
+    setup.overlap = overlap;
+    ExpectShardedEqualsUnsharded(setup, overlap ? "adamw" : "adamw, no overlap");
+  }
+}
+
+TEST(ShardedOptimizerTest, SgdEqualsUnsharded) {
+  ShardSetup setup;
+  setup.optimizer = "sgd";  // momentum 0.9: sharded velocity
+  ExpectShardedEqualsUnsharded(setup, "sgd");
+  setup.weight_decay = 0.f;
+  ExpectShardedEqualsUnsharded(setup, "sgd without weight decay");
+}
+
+// One worker: the whole bucket is its shard; nothing is communicated.
+TEST(ShardedOptimizerTest, OneWorkerEqualsUnsharded) {
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    ShardSetup setup;
+    setup.optimizer = optimizer;
+    const std::vector<float> plain = RunThreads(1, setup)[0].params;
+    setup.shard = true;
+    EXPECT_LE(MaxRelativeDifference(RunThreads(1, setup)[0].params, plain), kFp32Tolerance)
+        << optimizer;
+  }
+}
+
+// Micro-steps accumulate into the full local gradient buckets; the last one
+// reduce-scatters them.
+TEST(ShardedOptimizerTest, AccumulationEqualsUnsharded) {
+  ShardSetup setup;
+  setup.batch = 6;
+  setup.micro_steps = 3;
+  ExpectShardedEqualsUnsharded(setup, "adamw, 3 micro-steps");
+  setup.optimizer = "sgd";
+  ExpectShardedEqualsUnsharded(setup, "sgd, 3 micro-steps");
+}
+
+// The norm over the shards (each rank's sum of squares, all-reduced) is the
+// reduced gradient's norm, and clipping by it gives the unsharded result.
+// The norm is summed in another order than the reference's (per shard in
+// double, then over shards and ranks in float32), so the clip factor may
+// differ in its last bits. AdamW moves each weight by about lr per step
+// whatever the gradient's scale, so such a difference shows as an absolute
+// one of a few lr * 1e-7, which near-zero weights turn into up to 1e-4 by
+// MaxRelativeDifference's floor of 1e-3.
+TEST(ShardedOptimizerTest, ClippingByTheGlobalNormEqualsUnsharded) {
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    ShardSetup setup;
+    setup.optimizer = optimizer;
+    setup.clip = 0.05f;
+    for (int n : {2, 4}) {
+      const ShardRun plain = RunThreads(n, setup)[0];
+      ASSERT_GT(plain.last_norm, 2 * setup.clip) << "the test must clip";
+      setup.shard = true;
+      const std::vector<ShardRun> sharded = RunThreads(n, setup);
+      setup.shard = false;
+      EXPECT_NEAR(sharded[0].last_norm, plain.last_norm, 1e-5 * plain.last_norm) << optimizer;
+      for (int r = 1; r < n; ++r) EXPECT_EQ(sharded[r].last_norm, sharded[0].last_norm);
+      const double diff = MaxRelativeDifference(sharded[0].params, plain.params);
+      std::cout << optimizer << " clipped N=" << n << ": max relative difference " << diff
+                << "\n";
+      const double tolerance = std::string(optimizer) == "adamw" ? 1e-4 : kFp32Tolerance;
+      EXPECT_LE(diff, tolerance) << optimizer << " N=" << n;
+      for (size_t i = 0; i < plain.params.size(); ++i) {
+        ASSERT_NEAR(sharded[0].params[i], plain.params[i], 1e-6) << optimizer << " element " << i;
+      }
+      for (int r = 1; r < n; ++r) EXPECT_EQ(sharded[r].params, sharded[0].params);
+    }
+  }
+}
+
+// bfloat16 working copies are refreshed from the gathered float32 masters.
+// The masters match to float32 rounding, so a working copy can differ only
+// where a master sits at a bfloat16 rounding boundary: 2^-8 bounds that.
+TEST(ShardedOptimizerTest, Bf16WorkingCopiesFollowTheGatheredMasters) {
+  ShardSetup setup;
+  setup.precision = Precision::kBf16;
+  ExpectShardedEqualsUnsharded(setup, "adamw bf16", std::pow(2.0, -8));
+}
+
+// With 4 workers each holds a quarter of AdamW's moments: exactly, where the
+// buckets need no padding (one bucket of 108 parameters), and within the
+// padding (under one element per worker and bucket) where they do.
+TEST(ShardedOptimizerTest, StateBytesPerWorkerAreOneNth) {
+  ShardSetup setup;
+  setup.steps = 1;
+  setup.sizes = {8, 8, 4};  // 8*8+8 + 8*4+4 = 108 parameters
+  setup.bucket_bytes = 1 << 20;
+  const int64_t unsharded = RunThreads(4, setup)[0].state_bytes;
+  EXPECT_EQ(unsharded, 108 * 2 * 4);  // m and v, float32
+  setup.shard = true;
+  const std::vector<ShardRun> sharded = RunThreads(4, setup);
+  std::cout << "AdamW state per worker: unsharded " << unsharded << " bytes, sharded over 4 "
+            << sharded[0].state_bytes << " bytes\n";
+  for (const ShardRun& run : sharded) EXPECT_EQ(run.state_bytes * 4, unsharded);
+
+  ShardSetup padded;  // 119 parameters in several buckets
+  padded.steps = 1;
+  const int64_t whole = RunThreads(4, padded)[0].state_bytes;
+  padded.shard = true;
+  const ShardRun run = RunThreads(4, padded)[0];
+  const int64_t buckets = static_cast<int64_t>(run.bucket_elements.size());
+  EXPECT_GT(buckets, 1);
+  EXPECT_GE(run.state_bytes * 4, whole);
+  EXPECT_LT(run.state_bytes * 4, whole + 4 * buckets * 2 * 4);
+  int64_t padded_elements = 0;
+  for (int64_t e : run.bucket_elements) padded_elements += e;
+  EXPECT_EQ(run.state_bytes, padded_elements / 4 * 2 * 4);
+}
+
+// --- what is refused ---
+
+struct OneWorker {
+  OneWorker() : rng(1), model(Mlp({4, 3, 2}, Activation::kRelu, rng)) {}
+  void Forward() {
+    loss.Forward(model->Forward(Tensor::Full({2, 4}, 0.5f)), Tensor::Zeros({2, 2}));
+  }
+  ThreadGroup group{1};
+  Communicator& comm() { return group.communicator(0); }
+  Rng rng;
+  std::unique_ptr<Sequential> model;
+  MseLoss loss;
+};
+
+ReducerOptions Sharded() {
+  ReducerOptions options;
+  options.shard_optimizer = true;
+  return options;
+}
+
+TEST(ShardedOptimizerTest, ShardingWithoutTheHookIsAnError) {
+  OneWorker w;
+  Reducer reducer(*w.model, w.comm(), Sharded());
+  w.Forward();
+  const std::string error = ErrorText([&] { reducer.Backward(w.loss.Backward()); });
+  EXPECT_NE(error.find("--shard_optimizer) is on but no ShardedOptimizerHook is registered"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ShardedOptimizerTest, TheHookWithoutShardingIsAnError) {
+  OneWorker w;
+  Reducer reducer(*w.model, w.comm(), ReducerOptions());
+  auto adam = MakeOptimizer(OptimizerConfig(), w.model->Parameters());
+  const std::string error = ErrorText(
+      [&] { reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(*adam)); });
+  EXPECT_NE(error.find("a ShardedOptimizerHook needs a Reducer built with "
+                       "ReducerOptions::shard_optimizer"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ShardedOptimizerTest, OtherHooksWithShardingAreAnError) {
+  OneWorker w;
+  Reducer reducer(*w.model, w.comm(), Sharded());
+  auto adam = MakeOptimizer(OptimizerConfig(), w.model->Parameters());
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<CommHook> hook;
+    if (i == 0) hook = std::make_unique<OptimizerUpdateHook>(*adam);
+    if (i == 1) hook = std::make_unique<BFloat16CompressionHook>();
+    const std::string error = ErrorText([&] { reducer.RegisterCommHook(std::move(hook)); });
+    EXPECT_NE(error.find("the hook must be a ShardedOptimizerHook"), std::string::npos) << error;
+  }
+}
+
+// Sharded state is updated inside the reducer's Backward only: Step, the
+// whole-parameter updates and SGD's update folded into Backward are refused.
+TEST(ShardedOptimizerTest, StepAndInBackwardUpdateAreRefusedOnceSharded) {
+  OneWorker w;
+  Reducer reducer(*w.model, w.comm(), Sharded());
+  Sgd sgd(w.model->Parameters(), SgdParams{0.1f});
+  ASSERT_NE(sgd.in_backward(), nullptr);  // plain SGD folds, unsharded
+  InBackwardUpdate* folded = sgd.in_backward();
+  reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(sgd));
+  EXPECT_EQ(sgd.in_backward(), nullptr) << "sharding turns the folded update off";
+  std::string error = ErrorText([&] { sgd.Step(); });
+  EXPECT_NE(error.find("optimizer 'sgd' keeps sharded state"), std::string::npos) << error;
+  EXPECT_NE(error.find("do not call Step()"), std::string::npos) << error;
+  error = ErrorText([&] { sgd.UpdateParameters({0}, MainLane(Device::Cpu())); });
+  EXPECT_NE(error.find("keeps sharded state"), std::string::npos) << error;
+
+  w.Forward();
+  BackwardArgs args = BackwardArgs::For(Device::Cpu());
+  args.input_grad = false;
+  args.update = folded;
+  error = ErrorText([&] { reducer.BackwardWith(w.loss.Backward(), args); });
+  EXPECT_NE(error.find("(BackwardArgs::update) cannot serve sharded optimizer state"),
+            std::string::npos)
+      << error;
+  // Without it, the step runs and counts.
+  w.Forward();
+  reducer.Backward(w.loss.Backward());
+  EXPECT_EQ(sgd.steps(), 1);
+}
+
+TEST(ShardedOptimizerTest, TheOptimizerMustHoldTheModelAndNotHaveStepped) {
+  OneWorker w;
+  Reducer reducer(*w.model, w.comm(), Sharded());
+  std::vector<Parameter> some = w.model->Parameters();
+  some.pop_back();
+  Sgd partial(some, SgdParams{0.1f});
+  std::string error = ErrorText(
+      [&] { reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(partial)); });
+  EXPECT_NE(error.find("build it over the model's Parameters()"), std::string::npos) << error;
+
+  OneWorker v;
+  Reducer other(*v.model, v.comm(), Sharded());
+  Sgd stepped(v.model->Parameters(), SgdParams{0.1f});
+  stepped.Step();
+  error = ErrorText(
+      [&] { other.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(stepped)); });
+  EXPECT_NE(error.find("shard its state before the first step"), std::string::npos) << error;
+}
+
+TEST(ShardedOptimizerTest, ANegativeClipNormIsAnError) {
+  OneWorker w;
+  Sgd sgd(w.model->Parameters(), SgdParams{0.1f});
+  ShardedOptimizerOptions options;
+  options.max_grad_norm = -1.f;
+  const std::string error = ErrorText([&] { ShardedOptimizerHook hook(sgd, options); });
+  EXPECT_NE(error.find("(--clip_grad_norm)"), std::string::npos) << error;
+}
+
+// The optimizer's state is named by shard, so a checkpoint can tell whose it
+// is: "bucket<b>.shard<r>of<N>.adam_m".
+TEST(ShardedOptimizerTest, ShardStateIsNamedByBucketAndRank) {
+  OneWorker w;
+  Reducer reducer(*w.model, w.comm(), Sharded());
+  auto adam = MakeOptimizer(OptimizerConfig(), w.model->Parameters());
+  reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(*adam));
+  const auto state = adam->State();
+  ASSERT_EQ(state.size(), 2u * reducer.num_buckets());
+  EXPECT_EQ(state[0].first, "bucket0.shard0of1.adam_m");
+  EXPECT_EQ(state[1].first, "bucket0.shard0of1.adam_v");
+}
+
+}  // namespace
+}  // namespace tandem
