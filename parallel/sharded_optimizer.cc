@@ -1,5 +1,7 @@
 #include "parallel/sharded_optimizer.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -233,6 +235,81 @@ void ShardedOptimizerHook::FinishStep(const Lane& lane) {
     }
   }
   optimizer_.FinishStep();
+}
+
+std::vector<std::pair<std::string, Tensor*>> ShardedOptimizerHook::StateOfShard(size_t i) {
+  const std::string prefix = optimizer_.shards().at(i).name;
+  std::vector<std::pair<std::string, Tensor*>> mine;
+  for (auto& [name, tensor] : optimizer_.State()) {
+    if (name.compare(0, prefix.size(), prefix) == 0 && name.size() > prefix.size() &&
+        name[prefix.size()] == '.') {
+      mine.push_back({name.substr(prefix.size()), tensor});
+    }
+  }
+  return mine;
+}
+
+// Each state tensor of a bucket's shard goes into its block of a buffer of
+// the bucket's size, the buffer is all-gathered in place, and each
+// parameter's state is its slice, laid out as its value.
+std::vector<std::pair<std::string, Tensor>> ShardedOptimizerHook::GatherState() {
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    const Device device = b.values.device();
+    const Lane main = MainLane(device);
+    for (auto& [suffix, shard] : StateOfShard(i)) {
+      Tensor whole = Tensor::Zeros({b.values.numel()}, device);
+      Tensor mine = whole.Slice(b.chunk * rank_, b.chunk * (rank_ + 1));
+      mine.CopyFrom(*shard);
+      if (size_ > 1) {
+        CollectiveOptions options;
+        options.after = {main};
+        options.label = "optimizer state of bucket " + std::to_string(i);
+        float* data = whole.data();
+        b.comm->AllGather(data + b.chunk * rank_, b.chunk, data, std::move(options))->WaitOn(main);
+      }
+      int64_t offset = 0;
+      for (const Parameter& p : b.parameters) {
+        const int64_t n = p.value->numel();
+        state.push_back(
+            {p.name + suffix, whole.Slice(offset, offset + n).Reshape(p.value->shape())});
+        offset += n;
+      }
+    }
+  }
+  return state;
+}
+
+void ShardedOptimizerHook::LoadState(const std::vector<std::pair<std::string, Tensor>>& state) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, tensor] : state) by_name[name] = &tensor;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    const int64_t begin = b.chunk * rank_, end = begin + b.chunk;
+    for (auto& [suffix, shard] : StateOfShard(i)) {
+      // The bucket's elements of this kind of state, on the host; the
+      // padding stays zero.
+      std::vector<float> whole(b.values.numel(), 0.f);
+      int64_t offset = 0;
+      for (const Parameter& p : b.parameters) {
+        const int64_t n = p.value->numel();
+        const auto found = by_name.find(p.name + suffix);
+        TANDEM_CHECK(found != by_name.end())
+            << "optimizer '" << optimizer_.Name() << "': the state to load has no '"
+            << p.name + suffix << "'; give every tensor GatherState gives";
+        TANDEM_CHECK(found->second->shape() == p.value->shape())
+            << "optimizer '" << optimizer_.Name() << "': state '" << p.name + suffix << "' is "
+            << ShapeToString(found->second->shape()) << " but parameter '" << p.name << "' is "
+            << ShapeToString(p.value->shape());
+        const std::vector<float> values = found->second->ToVector();
+        std::copy(values.begin(), values.end(), whole.begin() + offset);
+        offset += n;
+      }
+      shard->CopyFrom(Tensor::FromVector(
+          std::vector<float>(whole.begin() + begin, whole.begin() + end), {b.chunk}));
+    }
+  }
 }
 
 }  // namespace tandem

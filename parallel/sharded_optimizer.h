@@ -35,6 +35,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/lane.h"
@@ -85,6 +87,17 @@ class ShardedOptimizerHook : public CommHook {
   const Tensor& last_grad_norm() const { return norm_; }
   // Bytes of optimizer state this worker holds: optimizer.state_bytes().
   int64_t state_bytes() const { return optimizer_.state_bytes(); }
+  // For checkpoints, between steps. GatherState is a collective (every rank
+  // calls it at the same point): every rank gets the whole optimizer state,
+  // gathered from every rank's shards, named and shaped as the unsharded
+  // optimizer names it ("fc1.weight.adam_m" [out, in]), so a checkpoint of a
+  // sharded run is one of an unsharded run and resumes with any worker
+  // count, sharded or not. LoadState is its reverse and not a collective:
+  // each rank copies its shards out of the whole state (every name
+  // GatherState gives, each of its shape), wherever it was saved.
+  std::vector<std::pair<std::string, Tensor>> GatherState();
+  void LoadState(const std::vector<std::pair<std::string, Tensor>>& state);
+
   // This rank's shard of bucket b: elements [begin, end) of its buffers.
   int64_t shard_begin(int b) const { return buckets_.at(b).chunk * rank_; }
   int64_t shard_end(int b) const { return buckets_.at(b).chunk * (rank_ + 1); }
@@ -98,6 +111,8 @@ class ShardedOptimizerHook : public CommHook {
     std::vector<Parameter> parameters;
   };
 
+  // Shard i's state tensors (its SlotState), each with its suffix (".adam_m").
+  std::vector<std::pair<std::string, Tensor*>> StateOfShard(size_t i);
   bool norm_wanted() const { return options_.max_grad_norm > 0.f || options_.track_grad_norm; }
   void ComputeNorm(const Lane& lane);
   void ClipShards(const Lane& lane);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -201,6 +202,27 @@ TEST(ShardedOptimizerTest, StateBytesPerWorkerAreOneNth) {
   int64_t padded_elements = 0;
   for (int64_t e : run.bucket_elements) padded_elements += e;
   EXPECT_EQ(run.state_bytes, padded_elements / 4 * 2 * 4);
+}
+
+// For checkpoints: GatherState gives every rank the whole state under the
+// unsharded optimizer's names and shapes, equal to the unsharded state of
+// the same run (and LoadState puts it back: TrainSharded checks that).
+TEST(ShardedOptimizerTest, GatheredStateIsTheUnshardedState) {
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    ShardSetup setup;
+    setup.optimizer = optimizer;
+    setup.steps = 3;
+    const ShardRun plain = RunThreads(4, setup)[0];
+    setup.shard = true;
+    const std::vector<ShardRun> sharded = RunThreads(4, setup);
+    ASSERT_EQ(sharded[0].state.size(), plain.state.size()) << optimizer;
+    std::map<std::string, std::vector<float>> expected(plain.state.begin(), plain.state.end());
+    for (const auto& [name, values] : sharded[0].state) {
+      ASSERT_EQ(expected.count(name), 1u) << optimizer << ": '" << name << "'";
+      EXPECT_LE(MaxRelativeDifference(values, expected[name]), kFp32Tolerance) << name;
+    }
+    for (int r = 1; r < 4; ++r) EXPECT_EQ(sharded[r].state, sharded[0].state) << "rank " << r;
+  }
 }
 
 // --- what is refused ---

@@ -103,6 +103,26 @@ ShardRun TrainSharded(Communicator& comm, const ShardSetup& setup) {
       optimizer->Step();
     }
   }
+  if (setup.shard) {
+    const auto gathered = hook->GatherState();
+    for (const auto& [name, tensor] : gathered) run.state.push_back({name, tensor.ToVector()});
+    // Loading the whole state back restores this rank's shards exactly.
+    std::vector<std::pair<std::string, Tensor>> copy;
+    for (const auto& [name, values] : run.state) {
+      copy.push_back({name, Tensor::FromVector(values, gathered[copy.size()].second.shape())});
+    }
+    for (auto& [name, tensor] : optimizer->State()) ops::Fill(*tensor, 0.f);
+    hook->LoadState(copy);
+    const auto again = hook->GatherState();
+    TANDEM_CHECK(again.size() == run.state.size()) << "GatherState after LoadState";
+    for (size_t i = 0; i < again.size(); ++i) {
+      TANDEM_CHECK(again[i].first == run.state[i].first &&
+                   again[i].second.ToVector() == run.state[i].second)
+          << "LoadState(GatherState()) changed '" << run.state[i].first << "'";
+    }
+  } else {
+    for (auto& [name, tensor] : optimizer->State()) run.state.push_back({name, tensor->ToVector()});
+  }
   run.params = Flatten(*model);
   run.state_bytes = optimizer->state_bytes();
   for (int b = 0; b < reducer.num_buckets(); ++b) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/precision.h"
@@ -42,6 +43,10 @@ struct ShardRun {
   int64_t state_bytes = 0;    // this rank's optimizer state after training
   float last_norm = 0.f;      // the last step's gradient norm before clipping
   std::vector<int64_t> bucket_elements;
+  // The whole optimizer state by name, as the unsharded optimizer names it:
+  // sharded, ShardedOptimizerHook::GatherState (then loaded back with
+  // LoadState and gathered again, which must give the same bits).
+  std::vector<std::pair<std::string, std::vector<float>>> state;
 };
 
 ShardRun TrainSharded(Communicator& comm, const ShardSetup& setup);
