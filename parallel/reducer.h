@@ -14,6 +14,10 @@
 //   optimizer.ZeroGrad();
 //   reducer.Backward(loss.Backward());            // backward + all-reduce + update
 //
+// Or, with each worker keeping the optimizer state of 1/N of the parameters
+// (ZeRO-1: ReducerOptions::shard_optimizer and parallel/sharded_optimizer.h):
+//   reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(optimizer));
+//
 // The model is any layer: a Sequential, a user's container, a tree of them.
 // How it works: parameters are laid out in buckets in reverse model order
 // (the order backward produces their gradients), and each gradient tensor is
