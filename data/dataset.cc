@@ -25,11 +25,25 @@ void CheckHostFloat(const Tensor& t, const std::string& who, const char* what,
 
 }  // namespace
 
+Shape LabelShape(const Dataset& dataset, int64_t rows) {
+  const int64_t width = dataset.label_size();
+  if (width == 1) return {rows};
+  return {rows, width};
+}
+
 void CheckGatherOutputs(const Dataset& dataset, size_t rows,
                         const Tensor& features, const Tensor& labels) {
   const std::string who = dataset.name() + ": Gather";
   CheckHostFloat(features, who, "features", 2, "[rows, feature_size]");
-  CheckHostFloat(labels, who, "labels", 1, "[rows]");
+  const int64_t width = dataset.label_size();
+  if (width == 1) {
+    CheckHostFloat(labels, who, "labels", 1, "[rows]");
+  } else {
+    const std::string form = "[rows, " + std::to_string(width) + "]";
+    CheckHostFloat(labels, who, "labels", 2, form.c_str());
+    TANDEM_CHECK(labels.dim(1) == width)
+        << who << ": labels is " << ShapeToString(labels.shape()) << ", expected " << form;
+  }
   TANDEM_CHECK(features.dim(1) == dataset.feature_size())
       << who << ": features is " << ShapeToString(features.shape())
       << ", expected rows of " << dataset.feature_size() << " features";
@@ -48,17 +62,25 @@ TensorDataset::TensorDataset(Tensor features_in, Tensor labels_in,
       classes(classes_in),
       source(std::move(source_in)) {
   CheckHostFloat(features, source, "features", 2, "[N, F]");
-  CheckHostFloat(labels, source, "labels", 1, "[N]");
+  TANDEM_CHECK(labels.defined() && (labels.rank() == 1 || labels.rank() == 2))
+      << source << ": labels is " << (labels.defined() ? ShapeToString(labels.shape()) : "undefined")
+      << ", expected [N] or [N, L] float32 on the CPU";
+  CheckHostFloat(labels, source, "labels", labels.rank(), labels.rank() == 1 ? "[N]" : "[N, L]");
   TANDEM_CHECK(features.dim(0) == labels.dim(0))
       << source << ": " << features.dim(0) << " feature rows ("
       << ShapeToString(features.shape()) << ") but " << labels.dim(0)
       << " labels; expected the same count";
-  TANDEM_CHECK(classes >= 1)
-      << source << ": num_classes is " << classes << ", expected at least 1";
+  TANDEM_CHECK(classes >= 0)
+      << source << ": num_classes is " << classes
+      << ", expected at least 1 (class indices) or 0 (real-valued labels)";
+  if (classes == 0) return;
   const float* y = labels.data();
-  for (int64_t i = 0; i < labels.dim(0); ++i) {
+  const int64_t width = label_size();
+  for (int64_t i = 0; i < labels.numel(); ++i) {
     TANDEM_CHECK(y[i] >= 0 && y[i] < classes && std::floor(y[i]) == y[i])
-        << source << ": label " << y[i] << " at index " << i
+        << source << ": label " << y[i] << " at "
+        << (width == 1 ? "index " + std::to_string(i)
+                       : "[" + std::to_string(i / width) + ", " + std::to_string(i % width) + "]")
         << " is not a class index: expected a whole number 0 to "
         << classes - 1 << " (num_classes = " << classes << ")";
   }
@@ -75,7 +97,7 @@ void TensorDataset::Gather(const std::vector<int64_t>& indices,
         << ", expected 0 to " << n - 1 << " (the dataset has " << n
         << " examples)";
   }
-  const int64_t width = feature_size();
+  const int64_t width = feature_size(), label_width = label_size();
   const float* x = features.data();
   const float* y = labels.data();
   float* x_out = features_out.mutable_data();
@@ -83,7 +105,8 @@ void TensorDataset::Gather(const std::vector<int64_t>& indices,
   for (size_t i = 0; i < indices.size(); ++i) {
     std::memcpy(x_out + i * width, x + indices[i] * width,
                 width * sizeof(float));
-    y_out[i] = y[indices[i]];
+    std::memcpy(y_out + i * label_width, y + indices[i] * label_width,
+                label_width * sizeof(float));
   }
 }
 

@@ -51,7 +51,7 @@ BatchPrefetcher::BatchPrefetcher(const Dataset& dataset, BatchIterator batches,
                           << " has feature_size " << width << ", expected at least 1";
   for (Slot& slot : slots_) {
     slot.features = Tensor::Empty({max_rows_, width}, device_);
-    slot.labels = Tensor::Empty({max_rows_}, device_);
+    slot.labels = Tensor::Empty(LabelShape(dataset_, max_rows_), device_);
   }
   if (device_.is_cuda()) {
     backend_ = &GetBackend(device_);
@@ -61,7 +61,7 @@ BatchPrefetcher::BatchPrefetcher(const Dataset& dataset, BatchIterator batches,
     copy_ = backend_->NewLane(lane);
     backend_->WaitFor(copy_.get(), main_);  // See Note [Prefetch ordering].
     host_features_ = Tensor::Empty({max_rows_, width});
-    host_labels_ = Tensor::Empty({max_rows_});
+    host_labels_ = Tensor::Empty(LabelShape(dataset_, max_rows_));
     for (Slot& slot : slots_) {
       slot.ready = backend_->NewEvent(/*timing=*/false);
       slot.released = backend_->NewEvent(/*timing=*/false);

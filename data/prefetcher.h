@@ -48,7 +48,7 @@ namespace data {
 
 // One worker's shard of one global batch, on the worker's device.
 struct Batch {
-  Tensor features, labels;   // [n, F], [n]; valid until the next Next() call
+  Tensor features, labels;   // [n, F], [n] or [n, L]; valid until the next Next() call
   int64_t index = 0;         // position of the batch in its epoch (0-based)
   int64_t global_size = 0;   // examples in the whole global batch (for loss normalisation)
 };
@@ -92,7 +92,7 @@ class BatchPrefetcher {
  private:
   // Two of each, used in turn: batch k in slot k % 2.
   struct Slot {
-    Tensor features, labels;               // [max_rows, F], [max_rows] on device
+    Tensor features, labels;               // [max_rows, F], [max_rows(, L)] on device
     std::unique_ptr<LaneEvent> ready;      // GPU: recorded after the copy
     std::unique_ptr<LaneEvent> released;   // GPU: main lane done with the slot
     int64_t rows = 0, index = 0, global_size = 0;

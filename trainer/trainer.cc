@@ -25,9 +25,22 @@ void CheckTask(const TrainTask& task) {
                      " features per example but " + task.test->name() + " has " +
                      std::to_string(task.test->feature_size()));
   }
+  if (task.train->label_size() != task.test->label_size()) {
+    throw UsageError(task.train->name() + " has labels of " +
+                     std::to_string(task.train->label_size()) + " values but " +
+                     task.test->name() + " of " + std::to_string(task.test->label_size()));
+  }
+  const Objective& objective = ObjectiveOf(task);
+  objective.CheckData(*task.train);
+  objective.CheckData(*task.test);
 }
 
 }  // namespace
+
+const Objective& ObjectiveOf(const TrainTask& task) {
+  static const std::shared_ptr<const Objective> classification = Classification();
+  return task.objective != nullptr ? *task.objective : *classification;
+}
 
 TrainResult Train(const TrainTask& task, const TrainConfig& config, std::ostream& log) {
   CheckTask(task);

@@ -1,5 +1,7 @@
-// The training loop, for any classifier on any Dataset: what the examples
-// run, and what a user's program calls with its own model and data.
+// The training loop, for any model on any Dataset: what the examples run,
+// and what a user's program calls with its own model and data. The task's
+// objective (trainer/objective.h) says what the labels are, the loss and the
+// metric: classification (the default), next-token prediction, regression.
 //
 //   data::TensorDataset train = ..., test = ...;        // data/dataset.h
 //   TrainTask task;
@@ -21,8 +23,8 @@
 // flag), then runs one copy of the loop per worker (threads, MPI ranks, or
 // GPUs: config.launch). Each step takes the next global batch of the epoch's
 // shuffled order; each worker its shard, prepared on a background thread
-// while the step before runs (data/prefetcher.h); the softmax cross-entropy
-// of the model's logits is normalised by the global batch; the reducer
+// while the step before runs (data/prefetcher.h); the objective's loss of
+// the model's output is normalised by the global batch; the reducer
 // (parallel/reducer.h) all-reduces the gradients while backward runs and the
 // optimizer updates each bucket as soon as it is reduced. Around the steps:
 // the learning-rate schedule with warm-up, gradient accumulation and
@@ -49,6 +51,7 @@
 #include "layers/precision.h"
 #include "layers/layer.h"
 #include "parallel/launcher.h"
+#include "trainer/objective.h"
 #include "trainer/train_config.h"
 
 namespace tandem {
@@ -69,6 +72,8 @@ struct TrainTask {
   const data::Dataset* test = nullptr;
   std::string test_name = "test";      // "val": in progress lines
   std::string about_data;              // a line rank 0 prints before training
+  // What the labels are, the loss and the metric; null: Classification().
+  std::shared_ptr<const Objective> objective;
   // Called once per worker; the model's parameters must not depend on the
   // rank (the reducer starts every replica from rank 0's anyway).
   // Any layer: a Sequential, a user's container, a tree of them.
@@ -79,6 +84,9 @@ struct TrainTask {
 };
 
 TrainResult Train(const TrainTask& task, const TrainConfig& config, std::ostream& log);
+
+// task.objective, or Classification() where it is null.
+const Objective& ObjectiveOf(const TrainTask& task);
 
 }  // namespace tandem
 

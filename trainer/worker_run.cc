@@ -40,7 +40,8 @@ WorkerRun::WorkerRun(const TrainTask& task, const TrainConfig& config, Worker& w
                      std::ostream& log, ChromeTrace* trace, SharedResult& shared)
     : task_(task), config_(config), worker_(worker), log_(log), trace_(trace),
       shared_(shared), root_(worker.is_root()), live_progress_(IsInteractive(log)),
-      schedule_(ParseLrSchedule(config.lr_schedule)) {
+      objective_(ObjectiveOf(task)), loss_(objective_.NewLoss()),
+      test_loss_(objective_.NewLoss()), schedule_(ParseLrSchedule(config.lr_schedule)) {
   const int64_t train_size = task.train->size();
   run_key_ = RunKey(config, train_size);
   steps_per_epoch_ = (train_size + config.batch_size - 1) / config.batch_size;
@@ -226,15 +227,14 @@ data::PrefetchOptions WorkerRun::PrefetchFor(int epoch) {
 Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t end,
                                bool traced) {
   Tensor x = batch.features.Slice(begin, end), y = batch.labels.Slice(begin, end);
-  Tensor logits = traced ? model_->ForwardWith(x, tracer_->forward_args()) : model_->Forward(x);
+  Tensor out = traced ? model_->ForwardWith(x, tracer_->forward_args()) : model_->Forward(x);
   Tensor micro_loss;
   {
     ProfileRange loss_range("loss");
     // Normalised by the global batch: see Note [Gradient averaging].
-    micro_loss = loss_.Forward(logits, y, batch.global_size);
+    micro_loss = loss_->Forward(out, y, batch.global_size);
   }
-  ops::CountCorrect(logits, y, correct_);
-  ops::Axpy(1.f, correct_, correct_sum_);
+  if (objective_.HasAccuracy()) objective_.CountCorrect(out, y, correct_, correct_sum_);
   return micro_loss;
 }
 
@@ -292,7 +292,7 @@ void WorkerRun::BackwardMicro(bool first, GradientSync sync, const LayerHooks* h
   args.hooks = hooks;
   args.input_grad = false;
   args.grad_mode = first ? GradMode::kOverwrite : GradMode::kAccumulate;
-  reducer_->BackwardWith(loss_.Backward(), args, sync);
+  reducer_->BackwardWith(loss_->Backward(), args, sync);
 }
 
 void WorkerRun::FinishStep(const Tensor& step_loss, int epoch, int64_t examples) {
@@ -410,8 +410,11 @@ EvalStats WorkerRun::Measure(int epoch) {
   stats.epoch = epoch + 1;
   stats.step = optimizer_->steps();
   stats.loss = counted > 0 ? sums[0] / counted : NAN;
-  // Over the examples trained since the last evaluation.
-  stats.train_accuracy = sums[1] / std::max<double>(1.0, totals_.examples);
+  // Over the examples (or tokens) trained since the last evaluation.
+  const double predictions = static_cast<double>(totals_.examples) *
+                             objective_.PredictionsPerExample(*task_.train);
+  stats.train_accuracy =
+      objective_.HasAccuracy() ? sums[1] / std::max<double>(1.0, predictions) : NAN;
   const TestFigures test = Evaluate();
   stats.test_loss = test.loss;
   stats.test_accuracy = test.accuracy;
@@ -429,9 +432,11 @@ void WorkerRun::Report(const EvalStats& stats, std::optional<ProgressBar>& bar) 
   if (!root_) return;
   const std::string name = task_.test_name;
   std::ostringstream summary;
-  summary << std::fixed << "loss " << std::setprecision(4) << stats.loss << "  train_acc "
-          << stats.train_accuracy << "  " << name << "_loss " << stats.test_loss << "  "
-          << name << "_acc " << stats.test_accuracy << "  samples/s " << std::setprecision(0)
+  summary << std::fixed << "loss " << std::setprecision(4) << stats.loss;
+  if (objective_.HasAccuracy()) summary << "  train_acc " << stats.train_accuracy;
+  summary << "  " << name << "_loss " << stats.test_loss;
+  if (objective_.HasAccuracy()) summary << "  " << name << "_acc " << stats.test_accuracy;
+  summary << "  samples/s " << std::setprecision(0)
           << stats.samples_per_second << "  comm_wait " << std::setprecision(3)
           << stats.comm_wait_seconds << "s";
   if (stats.skipped_steps > 0) {
@@ -460,7 +465,7 @@ WorkerRun::TestFigures WorkerRun::Evaluate() {
   Tensor loss = Tensor::Zeros({1}, worker_.device);
   Tensor count = Tensor::Empty({1}, worker_.device);
   Tensor host_x = Tensor::Empty({kChunk, test.feature_size()});
-  Tensor host_y = Tensor::Empty({kChunk});
+  Tensor host_y = Tensor::Empty(data::LabelShape(test, kChunk));
   std::vector<int64_t> indices;
   for (int64_t begin = shard.begin; begin < shard.end; begin += kChunk) {
     const int64_t end = std::min(shard.end, begin + kChunk);
@@ -469,16 +474,17 @@ WorkerRun::TestFigures WorkerRun::Evaluate() {
     test.Gather(indices, host_x, host_y);
     Tensor x = host_x.Slice(0, end - begin).To(worker_.device);
     Tensor y = host_y.Slice(0, end - begin).To(worker_.device);
-    Tensor logits = model_->Forward(x);
-    ops::CountCorrect(logits, y, count);
-    ops::Axpy(1.f, count, correct);
+    Tensor out = model_->Forward(x);
+    if (objective_.HasAccuracy()) objective_.CountCorrect(out, y, count, correct);
     // Divided by the whole test set: the chunks' and ranks' sum is the mean.
-    ops::Axpy(1.f, test_loss_.Forward(logits, y, test.size()), loss);
+    ops::Axpy(1.f, test_loss_->Forward(out, y, test.size()), loss);
   }
   float sums[2] = {correct.Item(), loss.Item()};
   worker_.comm.AllReduce(sums, 2, ReduceOp::kSum)->Wait();
   model_->SetTraining(true);
-  return {sums[0] / static_cast<double>(test.size()), sums[1]};
+  const double predictions =
+      static_cast<double>(test.size()) * objective_.PredictionsPerExample(test);
+  return {objective_.HasAccuracy() ? sums[0] / predictions : NAN, sums[1]};
 }
 
 void WorkerRun::Finish(bool stopped) {

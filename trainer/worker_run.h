@@ -105,7 +105,8 @@ class WorkerRun {
   std::optional<StepTracer> tracer_;
   std::optional<StepLog> step_log_;  // --log_every
   std::optional<RunReport> report_;  // rank 0's
-  SoftmaxCrossEntropyLoss loss_, test_loss_;
+  const Objective& objective_;
+  std::unique_ptr<Loss> loss_, test_loss_;
   std::vector<uint64_t> run_key_;
   int start_epoch_ = 0;
   int64_t start_batch_ = 0;

@@ -93,6 +93,8 @@ CharLmResult TrainCharLm(const CharLmConfig& config, std::ostream& log) {
   task.train = &corpus.train;
   task.test = &corpus.validation;
   task.test_name = "val";
+  // The next character after each window: val_loss in nats per character.
+  task.objective = NextToken();
   task.about_data = DescribeData(config, corpus);
   task.build_model = [&](const ModelContext& context) {
     ModelConfig model = config.model;

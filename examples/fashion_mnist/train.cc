@@ -88,6 +88,7 @@ TrainResult TrainFashionMnist(const FashionMnistConfig& config, std::ostream& lo
   task.model_name += "-" + std::to_string(train.num_classes());
   task.train = &train;
   task.test = &test;
+  task.objective = Classification();
   task.build_model = [&](const ModelContext& context) {
     std::vector<int64_t> sizes = {train.feature_size()};
     sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());

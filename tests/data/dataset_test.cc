@@ -127,8 +127,10 @@ TEST(TensorDatasetTest, ConstructorChecks) {
                  {"b.npy", "label 2 at index 1", "0 to 1"});
   ExpectContains(ErrorText([&] { TensorDataset(x, Tensor::FromVector({0.5f, 1}, {2}), 2, "c"); }),
                  {"c: label 0.5 at index 0", "whole number"});
-  ExpectContains(ErrorText([&] { TensorDataset(x, Tensor::Zeros({2}), 0, "d"); }),
-                 {"d: num_classes is 0"});
+  ExpectContains(ErrorText([&] { TensorDataset(x, Tensor::Zeros({2}), -1, "d"); }),
+                 {"d: num_classes is -1", "or 0 (real-valued labels)"});
+  // 0 classes: real-valued labels, any values.
+  EXPECT_EQ(TensorDataset(x, Tensor::FromVector({0.5f, -3.f}, {2}), 0, "f").num_classes(), 0);
   ExpectContains(ErrorText([&] { TensorDataset(Tensor::Zeros({6}), Tensor::Zeros({2}), 2, "e"); }),
                  {"e: features is [6]", "[N, F]"});
 }
