@@ -160,7 +160,10 @@ TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
   for (size_t i = 0; i < a.size(); ++i) {
     const std::vector<float> va = a[i].value->ToVector(), vb = b[i].value->ToVector();
     for (size_t j = 0; j < va.size(); ++j) {
-      EXPECT_NEAR(va[j], vb[j], 1e-5) << a[i].name << "[" << j << "]";
+      // The fused update rounds once per step where separate steps round the
+      // gradient and then the update; cuBLAS may also pick other kernels for
+      // the two (under compute-sanitizer it does): 1.7e-5 was seen there.
+      EXPECT_NEAR(va[j], vb[j], 5e-5) << a[i].name << "[" << j << "]";
     }
   }
   // Back to separate steps: a step whose Backward updated nothing updates
