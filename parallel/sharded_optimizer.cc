@@ -105,21 +105,24 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
     // registers them together). One rank gathers nothing.
     b.values = size_ == 1 ? Tensor::Zeros({elements}, device)
                           : bucket.comm->NewReduceBuffer(elements, device);
-    int64_t offset = 0;
-    for (const Parameter& p : bucket.parameters) {
-      const int64_t n = p.value->numel();
-      Tensor view = b.values.Slice(offset, offset + n).Reshape(p.value->shape());
-      view.CopyFrom(*p.value);
-      *p.value = view;  // the layer's parameter now lives in the flat buffer
-      offset += n;
-    }
     const int64_t begin = b.chunk * rank_, end = begin + b.chunk;
     shards.push_back({"bucket" + std::to_string(bucket.index) + ".shard" + std::to_string(rank_) +
                           "of" + std::to_string(size_),
                       b.values.Slice(begin, end), b.grads.Slice(begin, end)});
     buckets_.push_back(std::move(b));
   }
+  // Refuses an optimizer that has stepped before anything is changed.
   optimizer_.ShardState(std::move(shards));
+  for (Bucket& b : buckets_) {
+    int64_t offset = 0;
+    for (const Parameter& p : b.parameters) {
+      const int64_t n = p.value->numel();
+      Tensor view = b.values.Slice(offset, offset + n).Reshape(p.value->shape());
+      view.CopyFrom(*p.value);
+      *p.value = view;  // the layer's parameter now lives in the flat buffer
+      offset += n;
+    }
+  }
   Backend& backend = GetBackend(device);
   lane_ = backend.NewLane({"optimizer", /*high_priority=*/true});
   // The values were copied and the state zeroed on the main lane.

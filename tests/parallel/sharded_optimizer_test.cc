@@ -324,9 +324,15 @@ TEST(ShardedOptimizerTest, TheOptimizerMustHoldTheModelAndNotHaveStepped) {
   Reducer other(*v.model, v.comm(), Sharded());
   Sgd stepped(v.model->Parameters(), SgdParams{0.1f});
   stepped.Step();
+  std::vector<const float*> before;
+  for (Parameter& p : v.model->Parameters()) before.push_back(p.value->data());
   error = ErrorText(
       [&] { other.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(stepped)); });
   EXPECT_NE(error.find("shard its state before the first step"), std::string::npos) << error;
+  // Refused before anything changed: the parameters still live where they did.
+  std::vector<const float*> after;
+  for (Parameter& p : v.model->Parameters()) after.push_back(p.value->data());
+  EXPECT_EQ(after, before);
 }
 
 TEST(ShardedOptimizerTest, ANegativeClipNormIsAnError) {
