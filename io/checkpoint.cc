@@ -23,7 +23,10 @@ struct Targets {
   std::vector<StateWord> state;  // the model's (Layer::State)
 };
 
-Targets FindTargets(Layer& model, Optimizer& optimizer) {
+// `optimizer_state`: optimizer.State(), or the whole state of a sharded
+// optimizer, given.
+Targets FindTargets(Layer& model, Optimizer& optimizer,
+                    const std::vector<std::pair<std::string, Tensor*>>& optimizer_state) {
   Targets targets;
   std::set<std::string> names;
   auto add = [&](const std::string& name, Tensor* tensor, const char* owner) {
@@ -34,7 +37,7 @@ Targets FindTargets(Layer& model, Optimizer& optimizer) {
     targets.tensors.push_back({name, tensor, owner});
   };
   for (Parameter& p : model.Parameters()) add(p.name, p.value, "model");
-  for (auto& [name, tensor] : optimizer.State()) add(name, tensor, "optimizer");
+  for (const auto& [name, tensor] : optimizer_state) add(name, tensor, "optimizer");
   targets.state = model.State();
   std::set<std::string> state_names;
   for (const StateWord& w : targets.state) {
@@ -157,13 +160,18 @@ std::string DescribeProblems(const std::vector<std::string>& problems,
   return message.str();
 }
 
-}  // namespace
+// A sharded optimizer's State() holds this worker's blocks only, under names
+// no checkpoint of another worker count has.
+void CheckWhole(const Optimizer& optimizer, const char* what) {
+  TANDEM_CHECK(!optimizer.sharded())
+      << what << ": optimizer '" << optimizer.Name()
+      << "' keeps sharded state (--shard_optimizer), this worker's blocks only: pass its "
+         "whole state explicitly (ShardedOptimizerHook::GatherState to capture; "
+         "UnshardedStateShapes to restore, then ShardedOptimizerHook::LoadState)";
+}
 
-std::string StateWordKey(const std::string& name) { return kStateWordPrefix + name; }
-
-CheckpointState Capture(Layer& model, Optimizer& optimizer,
-                        const TrainingProgress& progress) {
-  const Targets targets = FindTargets(model, optimizer);
+CheckpointState CaptureTargets(const Targets& targets, const Optimizer& optimizer,
+                               const TrainingProgress& progress) {
   CheckpointState state;
   state.step = optimizer.steps();
   state.epoch = progress.epoch;
@@ -178,9 +186,8 @@ CheckpointState Capture(Layer& model, Optimizer& optimizer,
   return state;
 }
 
-void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer) {
-  const Targets targets = FindTargets(model, optimizer);
-
+void RestoreTargets(const CheckpointState& state, const Targets& targets, Layer& model,
+                    Optimizer& optimizer) {
   // Phase 1: check everything, collecting every problem.
   RestorePlan plan;
   PlanTensorCopies(state, targets, optimizer, plan);
@@ -200,6 +207,67 @@ void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer) {
   // Checkpoints keep float32 masters, whatever the precision that saved them:
   // a mixed-precision model computes with copies made from them.
   SyncWorkingCopies(model);
+}
+
+}  // namespace
+
+std::string StateWordKey(const std::string& name) { return kStateWordPrefix + name; }
+
+CheckpointState Capture(Layer& model, Optimizer& optimizer,
+                        const TrainingProgress& progress) {
+  CheckWhole(optimizer, "Capture");
+  return CaptureTargets(FindTargets(model, optimizer, optimizer.State()), optimizer, progress);
+}
+
+CheckpointState Capture(Layer& model, Optimizer& optimizer,
+                        const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
+                        const TrainingProgress& progress) {
+  // Handles: the copies share the given tensors' data, which is only read.
+  std::vector<std::pair<std::string, Tensor>> given = optimizer_state;
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  for (auto& [name, tensor] : given) slots.push_back({name, &tensor});
+  return CaptureTargets(FindTargets(model, optimizer, slots), optimizer, progress);
+}
+
+void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer) {
+  CheckWhole(optimizer, "Restore");
+  RestoreTargets(state, FindTargets(model, optimizer, optimizer.State()), model, optimizer);
+}
+
+std::vector<std::pair<std::string, Tensor>> Restore(
+    const CheckpointState& state, Layer& model, Optimizer& optimizer,
+    const std::vector<std::pair<std::string, Shape>>& optimizer_state) {
+  // Host tensors of the given shapes receive the checkpoint's values, as
+  // the optimizer's own would.
+  std::vector<std::pair<std::string, Tensor>> loaded;
+  loaded.reserve(optimizer_state.size());
+  for (const auto& [name, shape] : optimizer_state) loaded.push_back({name, Tensor::Empty(shape)});
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  for (auto& [name, tensor] : loaded) slots.push_back({name, &tensor});
+  RestoreTargets(state, FindTargets(model, optimizer, slots), model, optimizer);
+  return loaded;
+}
+
+std::vector<std::pair<std::string, Shape>> UnshardedStateShapes(Optimizer& optimizer) {
+  std::vector<std::pair<std::string, Shape>> shapes;
+  if (!optimizer.sharded()) {
+    for (const auto& [name, tensor] : optimizer.State()) shapes.push_back({name, tensor->shape()});
+    return shapes;
+  }
+  // The suffixes of the first shard's state (".adam_m", ".adam_v"), in order.
+  std::vector<std::string> suffixes;
+  if (!optimizer.shards().empty()) {
+    const std::string prefix = optimizer.shards()[0].name + ".";
+    for (const auto& [name, tensor] : optimizer.State()) {
+      if (name.compare(0, prefix.size(), prefix) == 0) {
+        suffixes.push_back(name.substr(prefix.size() - 1));
+      }
+    }
+  }
+  for (const Parameter& p : optimizer.parameters()) {
+    for (const std::string& suffix : suffixes) shapes.push_back({p.name + suffix, p.value->shape()});
+  }
+  return shapes;
 }
 
 std::vector<uint64_t> RngWords(const Rng& rng) {

@@ -22,11 +22,25 @@
 // The state's file (format, atomic write, validating read) is
 // io/checkpoint_format.h, which this header includes: WriteCheckpoint,
 // ReadCheckpoint, CheckpointState.
+//
+// A sharded optimizer (Optimizer::sharded(), --shard_optimizer) holds only
+// this worker's blocks of its state, under other names. Its whole state is
+// gathered by the data-parallel hook that owns the shards, under the names
+// and shapes an unsharded optimizer gives it, and handed to Capture and
+// Restore explicitly; the file is then the one an unsharded run writes, and
+// resumes at any worker count, sharded or not:
+//
+//   auto whole = hook.GatherState();  // every rank (parallel/sharded_optimizer.h)
+//   if (rank == 0) state = Capture(model, optimizer, whole, progress);
+//   ...
+//   auto saved = Restore(state, model, optimizer, UnshardedStateShapes(optimizer));
+//   hook.LoadState(saved);            // each rank takes its blocks
 #ifndef TANDEM_IO_CHECKPOINT_H_
 #define TANDEM_IO_CHECKPOINT_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -57,6 +71,13 @@ std::string StateWordKey(const std::string& name);
 CheckpointState Capture(Layer& model, Optimizer& optimizer,
                         const TrainingProgress& progress);
 
+// As Capture, with `optimizer_state` (names and tensors, on any device) in
+// place of optimizer.State(): a sharded optimizer's whole state, gathered.
+// The step count is optimizer.steps().
+CheckpointState Capture(Layer& model, Optimizer& optimizer,
+                        const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
+                        const TrainingProgress& progress);
+
 // Copies `state` back into `model` and `optimizer` (parameters, state
 // words, optimizer state and steps). Every check is made before anything is
 // changed: each model and optimizer tensor must be in the checkpoint with
@@ -67,7 +88,26 @@ CheckpointState Capture(Layer& model, Optimizer& optimizer,
 //    [256, 784]"
 // and the model and optimizer are as they were. Does not touch the data
 // position or RNG: the trainer reads those from `state`.
+// A sharded optimizer is refused (its state is not under the checkpoint's
+// names): use the overload below.
 void Restore(const CheckpointState& state, Layer& model, Optimizer& optimizer);
+
+// As Restore, except that the optimizer's state is not copied into
+// `optimizer`: the checkpoint's optimizer tensors are checked against
+// `optimizer_state` (each name with its shape, e.g. UnshardedStateShapes)
+// with everything else, before anything is changed, and returned on the
+// host in that order, for the caller to load (ShardedOptimizerHook::
+// LoadState). Restores the parameters, state words and optimizer.steps().
+std::vector<std::pair<std::string, Tensor>> Restore(
+    const CheckpointState& state, Layer& model, Optimizer& optimizer,
+    const std::vector<std::pair<std::string, Shape>>& optimizer_state);
+
+// The names and shapes an unsharded optimizer over `optimizer`'s parameters
+// gives its state, in its order: each parameter's name with each suffix of
+// its state ("fc1.weight.adam_m" [out, in], "fc1.weight.adam_v", ...). For
+// an unsharded optimizer, those of State(); for a sharded one, the suffixes
+// are its shards' (every shard keeps the same kinds of state).
+std::vector<std::pair<std::string, Shape>> UnshardedStateShapes(Optimizer& optimizer);
 
 // A host RNG as words for CheckpointState::rng_words, and back: RestoreRng
 // gives Rng(state.seed) continuing from the saved state, and throws unless

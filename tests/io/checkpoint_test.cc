@@ -560,6 +560,102 @@ TEST_P(CheckpointRestoreTest, ResumesAcrossPrecisions) {
 
 INSTANTIATE_DEVICE_TEST_SUITE_P(CheckpointRestoreTest);
 
+// --- The optimizer's state given explicitly (sharded optimizers) -----------
+
+std::vector<std::pair<std::string, Tensor>> StateOf(Optimizer& optimizer) {
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (auto& [name, tensor] : optimizer.State()) state.push_back({name, *tensor});
+  return state;
+}
+
+// The state given as a list captures what the optimizer's own gives, and
+// UnshardedStateShapes of an unsharded optimizer are its State()'s.
+TEST(CheckpointExplicitStateTest, CapturesAsTheOptimizerDoes) {
+  Trainer a({6, 5, 3}, "adamw", 1);
+  a.Step(100);
+  a.Step(101);
+  TrainingProgress progress;
+  progress.epoch = 1;
+  progress.batch_in_epoch = 3;
+  EXPECT_TRUE(Capture(*a.model, *a.optimizer, StateOf(*a.optimizer), progress) ==
+              Capture(*a.model, *a.optimizer, progress));
+  std::vector<std::pair<std::string, Shape>> expected;
+  for (auto& [name, tensor] : a.optimizer->State()) expected.push_back({name, tensor->shape()});
+  EXPECT_EQ(UnshardedStateShapes(*a.optimizer), expected);
+}
+
+// Restore with the state's names and shapes restores the model and the
+// step count, and hands the optimizer's tensors back (the optimizer's own
+// are left alone); one that does not fit changes nothing, naming the tensor.
+TEST(CheckpointExplicitStateTest, RestoreChecksTheStateAndHandsItBack) {
+  Trainer a({6, 5, 3}, "adamw", 1);
+  a.Step(100);
+  a.Step(101);
+  const CheckpointState saved = a.Snapshot();
+  Trainer b({6, 5, 3}, "adamw", 999);
+  const std::vector<std::pair<std::string, Shape>> shapes = UnshardedStateShapes(*b.optimizer);
+  const std::vector<std::pair<std::string, Tensor>> handed =
+      Restore(saved, *b.model, *b.optimizer, shapes);
+  EXPECT_EQ(b.optimizer->steps(), 2);
+  ASSERT_EQ(handed.size(), shapes.size());
+  const std::vector<std::pair<std::string, Tensor>> theirs = StateOf(*a.optimizer);
+  for (size_t i = 0; i < handed.size(); ++i) {
+    EXPECT_EQ(handed[i].first, theirs[i].first);
+    EXPECT_TRUE(handed[i].second.device().is_cpu());
+    EXPECT_EQ(handed[i].second.ToVector(), theirs[i].second.ToVector()) << handed[i].first;
+  }
+  for (auto& [name, tensor] : b.optimizer->State()) {
+    for (float v : tensor->ToVector()) ASSERT_EQ(v, 0.f) << name << " was written";
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(b.Snapshot().tensors[i], saved.tensors[i]) << saved.tensors[i].name;
+  }
+
+  Trainer c({6, 5, 3}, "adamw", 7);
+  const CheckpointState before = c.Snapshot();
+  std::vector<std::pair<std::string, Shape>> wrong = shapes;
+  wrong[0].second = {6, 5};
+  std::string error = ErrorOf([&] { Restore(saved, *c.model, *c.optimizer, wrong); });
+  EXPECT_NE(error.find("checkpoint tensor 'fc1.weight.adam_m' is [5, 6] but optimizer adamw's "
+                       "is [6, 5]"),
+            std::string::npos)
+      << error;
+  wrong = shapes;
+  wrong.pop_back();  // fc2.bias.adam_v is then in the file but matches nothing
+  error = ErrorOf([&] { Restore(saved, *c.model, *c.optimizer, wrong); });
+  EXPECT_NE(error.find("'fc2.bias.adam_v' [3] matches nothing"), std::string::npos) << error;
+  EXPECT_TRUE(c.Snapshot() == before) << "a failed Restore changed the model";
+  EXPECT_EQ(c.optimizer->steps(), 0);
+}
+
+// A sharded optimizer's State() holds its shards only: the plain Capture and
+// Restore refuse it, saying what to use, and UnshardedStateShapes names the
+// whole state by parameter, as an unsharded optimizer would.
+TEST(CheckpointExplicitStateTest, ShardedOptimizerNeedsItsStateGiven) {
+  Trainer t({6, 5, 3}, "adamw", 1);
+  const std::vector<std::pair<std::string, Shape>> whole = UnshardedStateShapes(*t.optimizer);
+  // Two flat pieces of 24 elements: this worker's shards of two buckets.
+  std::vector<ParameterShard> shards;
+  for (int b = 0; b < 2; ++b) {
+    shards.push_back({"bucket" + std::to_string(b) + ".shard0of2", Tensor::Zeros({24}),
+                      Tensor::Zeros({24})});
+  }
+  t.optimizer->ShardState(std::move(shards));
+  ASSERT_EQ(t.optimizer->State().size(), 4u);  // bucketB.shard0of2.adam_{m,v}
+  EXPECT_EQ(UnshardedStateShapes(*t.optimizer), whole);
+  std::string error = ErrorOf([&] { t.Snapshot(); });
+  EXPECT_NE(error.find("Capture: optimizer 'adamw' keeps sharded state"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("GatherState"), std::string::npos) << error;
+  Trainer a({6, 5, 3}, "adamw", 2);
+  error = ErrorOf([&] { Restore(a.Snapshot(), *t.model, *t.optimizer); });
+  EXPECT_NE(error.find("Restore: optimizer 'adamw' keeps sharded state"), std::string::npos)
+      << error;
+  const std::vector<std::pair<std::string, Tensor>> handed =
+      Restore(a.Snapshot(), *t.model, *t.optimizer, whole);
+  EXPECT_EQ(handed.size(), whole.size());
+}
+
 TEST(CheckpointRestoreErrorTest, WrongShapeNamesTensorAndShapesAndChangesNothing) {
   Trainer saved({784, 512, 10}, "adamw", 1);
   saved.Step(1);
