@@ -100,6 +100,10 @@ void CheckChoices(const TrainConfig& c) {
   if (o.name == "sgd" && !(o.momentum >= 0 && o.momentum < 1)) {
     Fail("--momentum must be in [0, 1), got ", o.momentum);
   }
+  if (c.shard_optimizer && c.bf16_allreduce) {
+    Fail("--shard_optimizer cannot be combined with --bf16_allreduce: sharding reduce-scatters "
+         "the float32 gradients itself; drop one of the two flags");
+  }
 }
 
 // "cuda" is 0, "cuda:N" is N, anything else nullopt.

@@ -123,6 +123,9 @@ void AddParallelismFlags(CLI::App& app, TrainConfig& c, TrainerCommandLine::Raw&
                "all-reduce after backward instead of during it");
   app.add_flag("--bf16_allreduce", c.bf16_allreduce,
                "all-reduce gradients as bfloat16 (half the bytes), back into float32");
+  app.add_flag("--shard_optimizer", c.shard_optimizer,
+               "each worker keeps and updates the optimizer state of 1/N of the parameters "
+               "(ZeRO-1), which are all-gathered after backward");
   app.add_option("--gradient_comms", c.launch.gradient_comms,
                  "GPUs: NCCL communicators the gradient buckets are spread over");
   app.add_option("--cpu_threads", c.launch.cpu_threads,

@@ -48,7 +48,8 @@ void RunReport::Eval(const EvalStats& stats, double lr) {
                      {"accuracy", stats.train_accuracy},
                      {"samples_per_second", stats.samples_per_second},
                      {"comm_wait_seconds", stats.comm_wait_seconds},
-                     {"lr", lr}},
+                     {"lr", lr},
+                     {"optimizer_state_bytes", static_cast<double>(stats.optimizer_state_bytes)}},
                     {{"split", "train"}, {"precision", precision}});
     metrics_->Write({{"epoch", e}, {"step", s}, {"loss", stats.test_loss},
                      {"accuracy", stats.test_accuracy}},

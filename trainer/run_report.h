@@ -36,7 +36,9 @@ class RunReport {
   RunReport(const TrainConfig& config, std::string plot_title,
             std::optional<int64_t> resumed_at_step);
 
-  // Logs and plots one evaluation; `lr` is the optimizer's after it.
+  // Logs and plots one evaluation; `lr` is the optimizer's after it. The
+  // train row carries the optimizer state each worker holds
+  // ("optimizer_state_bytes": about 1/N of it with --shard_optimizer).
   void Eval(const EvalStats& stats, double lr);
   // Logs one step: {"epoch":..,"step":..,"loss":..,"lr":..,
   // "samples_per_second":..,"grad_norm":..,"kind":"step"}. Nothing without

@@ -53,6 +53,12 @@ struct TrainConfig {
   // Gradients all-reduced as bfloat16, half the bytes, the result written
   // back into the float32 gradients (BFloat16CompressionHook).
   bool bf16_allreduce = false;
+  // Sharded optimizer state (ZeRO-1, parallel/sharded_optimizer.h): each of
+  // N workers keeps the optimizer state of 1/N of the parameters and
+  // updates only those; the updated parameters are all-gathered after
+  // backward. Not with bf16_allreduce. Checkpoints hold the whole state, as
+  // an unsharded run's do.
+  bool shard_optimizer = false;
   uint64_t seed = 42;            // initialisation, shuffling, dropout
   LaunchOptions launch;
   double bucket_mb = 4.0;
@@ -104,6 +110,9 @@ struct EvalStats {
   double comm_wait_seconds;      // time backward waited for all-reduce
   int64_t skipped_steps;         // non-finite steps skipped (skip_nonfinite)
   double seconds;                // since training started
+  // Bytes of optimizer state (momentum, Adam moments) each worker holds
+  // (rank 0's): with shard_optimizer, about 1/N of the whole.
+  int64_t optimizer_state_bytes = 0;
 };
 
 struct TrainResult {

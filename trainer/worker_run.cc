@@ -7,7 +7,9 @@
 #include <csignal>
 #include <iomanip>
 #include <limits>
+#include <map>
 #include <sstream>
+#include <utility>
 
 #include "core/backend_registry.h"
 #include "core/check.h"
@@ -33,6 +35,26 @@ double SecondsSince(std::chrono::steady_clock::time_point since) {
 // Trace rows of a worker beside StepTracer's compute (0) and communication (1).
 constexpr int kDataRow = 2;
 constexpr int kInputWaitRow = 3;
+
+// ShardedOptimizerHook::GatherState's tensors in the order an unsharded
+// `optimizer` lists its state (UnshardedStateShapes), every one checked.
+std::vector<std::pair<std::string, Tensor>> InUnshardedOrder(
+    std::vector<std::pair<std::string, Tensor>> gathered, Optimizer& optimizer) {
+  std::map<std::string, Tensor> by_name;
+  for (auto& [name, tensor] : gathered) by_name.emplace(name, std::move(tensor));
+  std::vector<std::pair<std::string, Tensor>> ordered;
+  for (const auto& [name, shape] : UnshardedStateShapes(optimizer)) {
+    auto it = by_name.find(name);
+    TANDEM_CHECK(it != by_name.end() && it->second.shape() == shape)
+        << "the gathered optimizer state lacks '" << name << "' " << ShapeToString(shape);
+    ordered.push_back({name, std::move(it->second)});
+    by_name.erase(it);
+  }
+  TANDEM_CHECK(by_name.empty()) << "the gathered optimizer state has '" << by_name.begin()->first
+                                << "', which optimizer '" << optimizer.Name()
+                                << "' does not name";
+  return ordered;
+}
 
 }  // namespace
 
@@ -63,8 +85,30 @@ void WorkerRun::BuildModel() {
   ReducerOptions options;
   options.bucket_bytes = static_cast<int64_t>(config_.bucket_mb * (1 << 20));
   options.overlap = config_.overlap;
+  options.shard_optimizer = config_.shard_optimizer;
   reducer_ = std::make_unique<Reducer>(*model_, worker_.gradient_comms(), options);
   optimizer_ = MakeOptimizer(config_.optimizer, model_->Parameters());
+  if (config_.shard_optimizer) {
+    // Registered before any Resume: the hook shards the optimizer's state,
+    // which it refuses once steps are counted. It clips too (by the norm
+    // over every worker's shards) and counts the steps: no clipper_, no
+    // optimizer->Step().
+    ShardedOptimizerOptions so;
+    so.max_grad_norm = config_.clip_grad_norm;
+    so.track_grad_norm = config_.log_every > 0;
+    auto hook = std::make_unique<ShardedOptimizerHook>(*optimizer_, so);
+    sharded_ = hook.get();
+    reducer_->RegisterCommHook(std::move(hook));
+  } else {
+    BuildUnshardedStep();
+  }
+  if (config_.log_every > 0) {
+    // After the reducer: the gradients it laid out in buckets.
+    step_log_.emplace(config_.log_every, worker_.comm, model_->Parameters(), worker_.device);
+  }
+}
+
+void WorkerRun::BuildUnshardedStep() {
   std::unique_ptr<CommHook> reduce;
   if (config_.bf16_allreduce) reduce = std::make_unique<BFloat16CompressionHook>();
   if (config_.clip_grad_norm > 0) {
@@ -77,10 +121,6 @@ void WorkerRun::BuildModel() {
     // backward), and the hook counts the step: no optimizer->Step().
     reducer_->RegisterCommHook(
         std::make_unique<OptimizerUpdateHook>(*optimizer_, std::move(reduce)));
-  }
-  if (config_.log_every > 0) {
-    // After the reducer: the gradients it laid out in buckets.
-    step_log_.emplace(config_.log_every, worker_.comm, model_->Parameters(), worker_.device);
   }
 }
 
@@ -105,7 +145,15 @@ bool WorkerRun::Resume() {
   CheckRunKey(*state, run_key_, config_);
   CheckpointState model_state = *state;
   model_state.extra_u64.erase(kRunKey);
-  Restore(model_state, *model_, *optimizer_);
+  if (sharded_) {
+    // The file holds the whole state under the unsharded names, whatever
+    // saved it: checked with everything else, then each worker takes its
+    // blocks (not a collective).
+    sharded_->LoadState(
+        Restore(model_state, *model_, *optimizer_, UnshardedStateShapes(*optimizer_)));
+  } else {
+    Restore(model_state, *model_, *optimizer_);
+  }
   start_epoch_ = static_cast<int>(state->epoch);
   start_batch_ = state->batch_in_epoch;
   // Saved after an epoch's last step: this run starts the next epoch.
@@ -139,10 +187,14 @@ void WorkerRun::LogSetup() const {
     log_ << "each batch in " << config_.accumulate
          << " micro-batches per worker, gradients accumulated (--accumulate)\n";
   }
-  if (clipper_) {
+  if (config_.clip_grad_norm > 0) {
     log_ << "gradients clipped to norm " << config_.clip_grad_norm
          << " (--clip_grad_norm): the optimizer updates after the whole gradient is reduced, "
             "not bucket by bucket beside backward\n";
+  }
+  if (sharded_) {
+    log_ << "optimizer state sharded over " << worker_.size << " worker(s) (--shard_optimizer): "
+         << optimizer_->state_bytes() << " bytes each\n";
   }
 }
 
@@ -157,13 +209,19 @@ std::string WorkerRun::Title() const {
 }
 
 void WorkerRun::Save(int64_t epoch, int64_t batch_in_epoch) {
+  // Sharded: the whole optimizer state, gathered from every worker's shards
+  // (a collective) under the unsharded names and in their order, so the file
+  // is the one an unsharded run writes.
+  std::vector<std::pair<std::string, Tensor>> whole;
+  if (sharded_) whole = InUnshardedOrder(sharded_->GatherState(), *optimizer_);
   CheckpointState state;
   if (root_) {
     TrainingProgress progress;
     progress.epoch = epoch;
     progress.batch_in_epoch = batch_in_epoch;
     progress.seed = config_.seed;
-    state = Capture(*model_, *optimizer_, progress);
+    state = sharded_ ? Capture(*model_, *optimizer_, whole, progress)
+                     : Capture(*model_, *optimizer_, progress);
     state.extra_u64[kRunKey] = run_key_;
   }
   // Collective: every rank calls it at the same step; rank 0 writes.
@@ -275,7 +333,7 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   ops::Axpy(1.f, step_loss, loss_sum_);
   // Reduces (and updates: see BuildModel).
   BackwardMicro(micro == 1, GradientSync::kReduce, traced ? tracer_->hooks() : nullptr);
-  if (clipper_) {
+  if (clipper_) {  // unsharded: the hook of a sharded step clips and steps
     clipper_->Clip();
     optimizer_->Step();
   }
@@ -298,8 +356,11 @@ void WorkerRun::BackwardMicro(bool first, GradientSync sync, const LayerHooks* h
 void WorkerRun::FinishStep(const Tensor& step_loss, int epoch, int64_t examples) {
   totals_.comm_wait += reducer_->last_comm_wait_seconds();
   if (!step_log_) return;
-  const std::optional<StepRow> row =
+  std::optional<StepRow> row =
       step_log_->After(optimizer_->steps(), epoch, examples, step_loss, optimizer_->lr());
+  // Sharded, a gradient holds the reduced sum only in this worker's block:
+  // the hook's norm is over every worker's blocks.
+  if (row && sharded_) row->grad_norm = sharded_->last_grad_norm().Item();
   if (row && root_) report_->Step(*row);
 }
 
@@ -422,6 +483,7 @@ EvalStats WorkerRun::Measure(int epoch) {
   stats.comm_wait_seconds = totals_.comm_wait;
   stats.skipped_steps = totals_.skipped;
   stats.seconds = SecondsSince(start_);
+  stats.optimizer_state_bytes = optimizer_->state_bytes();
   TANDEM_CHECK(config_.skip_nonfinite || counted == 0 ||
                (std::isfinite(stats.loss) && std::isfinite(stats.test_loss)))
       << "the loss is not finite at step " << stats.step << ": lower --lr";

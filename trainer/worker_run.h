@@ -11,6 +11,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/prefetcher.h"
@@ -20,6 +21,7 @@
 #include "layers/layer.h"
 #include "parallel/launcher.h"
 #include "parallel/reducer.h"
+#include "parallel/sharded_optimizer.h"
 #include "report/chrome_trace.h"
 #include "report/progress.h"
 #include "trainer/grad_clip.h"
@@ -54,6 +56,8 @@ class WorkerRun {
   enum class EpochEnd { kNext, kFinished, kStopped };
 
   void BuildModel();
+  // Without --shard_optimizer: the per-bucket update hook, or the clipper.
+  void BuildUnshardedStep();
   void BuildTracing();
   bool Resume();
   void NoteCheckpointToReplace() const;
@@ -101,7 +105,10 @@ class WorkerRun {
   std::unique_ptr<Layer> model_;
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::optional<GradClipper> clipper_;  // --clip_grad_norm
+  std::optional<GradClipper> clipper_;  // --clip_grad_norm, unsharded
+  // --shard_optimizer: the reducer's hook, which updates this worker's
+  // shards and counts the steps; null otherwise.
+  ShardedOptimizerHook* sharded_ = nullptr;
   std::optional<StepTracer> tracer_;
   std::optional<StepLog> step_log_;  // --log_every
   std::optional<RunReport> report_;  // rank 0's
