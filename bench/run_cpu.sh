@@ -12,6 +12,7 @@
 #   bench/run_cpu.sh gemms CORES ROUNDS CPU_GEMM_BENCH         the GEMMs, beside PyTorch's
 #   bench/run_cpu.sh gemm-paths CORES ROUNDS CPU_GEMM_BENCH    the GEMMs on each float32 path
 #   bench/run_cpu.sh widened CORES ROUNDS DP_CPU_BENCH         bf16 computed in float32
+#   bench/run_cpu.sh gpt CORES GPT [STEPS [FLAGS...]]          examples/gpt beside PyTorch
 #
 # CORES is a taskset list of this machine's cores ("3", "0-7", "2,3"); LAYOUTS
 # a comma-separated list of WORKERSxTHREADS ("1x1", "1x8,2x4").
@@ -348,6 +349,35 @@ widened() {
     "ratio_range=$(column ratio | sort -g | head -1)-$(column ratio | sort -g | tail -1)"
 }
 
+# examples/gpt beside bench/torch_gpt_reference.py (the same model,
+# initialisation, optimizer, schedule and data), one after the other on
+# CORES, each with one intra-op thread per core: STEPS steps (default 2000,
+# the example's), FLAGS (model and data flags both take: --corpus,
+# --context, --layers, --heads, --width, --batch_size, --lr, --warmup,
+# --eval_every, --val_windows, --sample_length) to both. Prints each run's
+# evaluation lines and a summary line with both step_ms and val_loss.
+gpt() {
+  [ $# -ge 2 ] || usage
+  cores=$1 rounds=1
+  bins=("$2")
+  local steps=${3:-2000}
+  [ $# -ge 3 ] && shift 3 || shift 2
+  round_args
+  torch_python
+  local flags=(--steps="$steps" --eval_every=$(( steps < 500 ? steps : 500 )) "$@")
+  local tandem torch
+  tandem=$(taskset -c "$cores" "${bins[0]}" --workers=1 --cpu_threads="$n" "${flags[@]}" 2>&1) \
+    || { echo "$me: ${bins[0]} failed:"; echo "$tandem"; exit 1; } >&2
+  grep -E '^(data|step |bigram)' <<< "$tandem" | sed 's/^/tandem /'
+  torch=$(taskset -c "$cores" "$python" "$here/torch_gpt_reference.py" --threads="$n" \
+    "${flags[@]}" 2>&1) || { echo "$me: torch_gpt_reference.py failed:"; echo "$torch"; exit 1; } >&2
+  grep -E '^(data|model|step |bigram)' <<< "$torch" | sed 's/^/torch /'
+  value() { grep "^$1=" | tail -1 | cut -d= -f2; }
+  echo "summary cores=$cores steps=$steps tandem_step_ms=$(value step_ms <<< "$tandem")" \
+    "tandem_val_loss=$(value val_loss <<< "$tandem") torch_step_ms=$(value step_ms <<< "$torch")" \
+    "torch_val_loss=$(value val_loss <<< "$torch")"
+}
+
 [ $# -ge 1 ] && shift
 case "$what" in
   ab) ab "$@" ;;
@@ -356,5 +386,6 @@ case "$what" in
   gemms) gemms "$@" ;;
   gemm-paths) gemm_paths "$@" ;;
   widened) widened "$@" ;;
+  gpt) gpt "$@" ;;
   *) usage ;;
 esac

@@ -23,6 +23,7 @@ PACKAGES=(
   python3                # tests/tools:dp_summary_test runs bench/dp_summary.py
   python3-numpy          # tests/io:safetensors_numpy_test reads Tandem's files with numpy
   wamerican              # examples/char_lm's word list, /usr/share/dict/american-english
+  fortunes               # examples/gpt's corpus, /usr/share/games/fortunes (with fortunes-min)
   iproute2               # tests/parallel:two_hosts_test makes its hosts with `ip netns`
 )
 # `install_deps.sh --fuzz` (tools/test.sh): also what tools/fuzz.sh needs,
