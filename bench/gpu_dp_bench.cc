@@ -6,7 +6,11 @@
 //   gpu_dp_bench --model=large --workers=2 --allreduce_only       # bandwidth
 //
 // Models and loss match bench/torch_ddp.py: MLP with ReLU, MSE against
-// N(0,1) targets, plain SGD (lr 1e-3), fp32 without TF32; --batch is per GPU.
+// N(0,1) targets, plain SGD (lr 1e-3); --batch is per GPU. --precision: fp32
+// without TF32 (the default), tf32 (TF32 GEMMs) or bf16 (bfloat16
+// activations and working copies, float32 masters: layers/precision.h);
+// --bf16_allreduce all-reduces the gradients in bfloat16
+// (BFloat16CompressionHook), as the trainer's flag of that name does.
 // Timing: timing events on rank 0's main lane around --steps steps after
 // --warmup, median of --repeats runs. "comm_wait" is the time the GPU's main
 // lane spent waiting for NCCL at the end of backward: from an event after
@@ -36,6 +40,7 @@
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/precision.h"
 #include "parallel/comm_hook.h"
 #include "parallel/launcher.h"
 #include "parallel/nccl_communicator.h"
@@ -64,6 +69,8 @@ struct Options {
   // per_bucket: an OptimizerUpdateHook updates each bucket once reduced;
   // step: the optimizer's Step after Backward.
   std::string update = "per_bucket";
+  Precision precision = Precision::kFp32;
+  bool bf16_allreduce = false;
 };
 
 std::vector<int64_t> Sizes(const std::string& model) {
@@ -89,6 +96,7 @@ Replica MakeReplica(const Options& o, Worker& w, ReducerOptions ro) {
   Rng rng(42);
   MlpOptions mlp;
   mlp.device = w.device;
+  mlp.precision = o.precision;
   Replica r;
   r.model = Mlp(Sizes(o.model), Activation::kRelu, rng, mlp);
   ro.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
@@ -178,7 +186,13 @@ void RunTraining(const Options& o, Worker& w, bench::ResultPrinter& results) {
   sgd.lr = 1e-3f;
   Sgd optimizer(model.Parameters(), sgd);
   const StepPlan plan = PlanStep(o, w, optimizer);
-  if (plan.per_bucket) reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(optimizer));
+  std::unique_ptr<CommHook> reduce;
+  if (o.bf16_allreduce) reduce = std::make_unique<BFloat16CompressionHook>();
+  if (plan.per_bucket) {
+    reducer.RegisterCommHook(std::make_unique<OptimizerUpdateHook>(optimizer, std::move(reduce)));
+  } else if (reduce) {
+    reducer.RegisterCommHook(std::move(reduce));
+  }
   MseLoss loss;
   Rng data(7 + w.rank);
   const std::vector<int64_t> sizes = Sizes(o.model);
@@ -223,6 +237,8 @@ void RunTraining(const Options& o, Worker& w, bench::ResultPrinter& results) {
   if (w.is_root()) {
     bench::Row row("dp_step");
     row.Add("model", o.model).Add("batch_per_gpu", o.batch).Add("gpus", w.size)
+        .Add("precision", PrecisionName(o.precision))
+        .Add("bf16_allreduce", o.bf16_allreduce ? "on" : "off")
         .Add("overlap", o.overlap ? "on" : "off").Add("grads", o.grads)
         .Add("update", plan.args.update != nullptr ? "fused" : o.update)
         .Add("bucket_mb", o.bucket_mb, 1).Add("gemm_reserve", o.gemm_reserve)
@@ -342,8 +358,12 @@ int main(int argc, char** argv) {
   app.add_option("--gradient_comms", launch.gradient_comms,
                  "NCCL communicators the buckets are spread over");
   app.add_option("--workers", workers, "GPUs in threads mode");
+  std::string precision = "fp32";
+  app.add_option("--precision", precision, "fp32 (no TF32), tf32 or bf16");
+  app.add_flag("--bf16_allreduce", o.bf16_allreduce, "all-reduce the gradients in bfloat16");
   CLI11_PARSE(app, argc, argv);
   return bench::RunMain([&] {
+    o.precision = ParsePrecision(precision);
     launch.mode = ParseLaunchMode(mode);
     if (app.count("--workers") > 0) launch.workers = workers;
     bench::ResultPrinter results;

@@ -7,6 +7,7 @@
 #   bash .device/run_gpu.sh step               single-GPU step beside PyTorch
 #   bash .device/run_gpu.sh precision          the step in fp32, TF32, bf16
 #   bash .device/run_gpu.sh dp                 data parallelism, 2 GPUs, beside DDP
+#   bash .device/run_gpu.sh dp-precision       the same in fp32, tf32 and bf16, beside (AMP) DDP
 #   bash .device/run_gpu.sh pipeline           pipeline bubble, 2 GPUs
 #   bash .device/run_gpu.sh prefetch [ROUNDS]  Fashion-MNIST with and without prefetch
 #
@@ -19,7 +20,7 @@ usage() {  # the commands of the header above
   { echo "usage:"; sed -n '/^#   bash/,/^#$/{/^#$/d;s/^# \{0,1\}//;p}' "$here/run_gpu.sh"; } >&2
   exit 2
 }
-case "$what" in step | precision | dp | pipeline | prefetch) ;; *) usage ;; esac
+case "$what" in step | precision | dp | dp-precision | pipeline | prefetch) ;; *) usage ;; esac
 
 # The bundle: this script's own folder when it is .device/, else the
 # repository's .device/ (bash bench/run_gpu.sh from the repository root).
@@ -211,6 +212,48 @@ dp() {
   dp_rows 2>&1 | tee "$out/dp_bench.log"
   echo "== summary (bench/dp_summary.py)"
   python3 "$here/dp_summary.py" "$out/dp_bench.log"
+}
+
+# Data parallelism in each precision: per precision and model, Tandem on 1
+# and 2 GPUs (threads; bf16 also with its gradients all-reduced in bf16)
+# and PyTorch alone and under DDP (bf16: autocast, also with DDP's
+# bf16_compress_hook), one line each; then each configuration's 2-GPU
+# scaling (samples/s on 2 over twice those on 1).
+dp-precision() {
+  local bin py torchrun cfg m b steps common p
+  bin=$(binary gpu_dp_bench) || exit 1
+  py=$here/torch_ddp.py
+  torchrun="python3 -m torch.distributed.run --nproc_per_node=2"
+  for p in fp32 tf32 bf16; do
+    for cfg in "large 512" "large 4096" "small 256"; do
+      set -- $cfg
+      m=$1 b=$2
+      steps=30; [ "$b" = 4096 ] && steps=8; [ "$m" = small ] && steps=300
+      common="--model=$m --batch=$b --steps=$steps --repeats=5 --precision=$p"
+      timeout 60 "$bin" $common --workers=1 | grep '^dp_step' | sed 's/^/tandem /'
+      timeout 60 "$bin" $common --workers=2 | grep '^dp_step' | sed 's/^/tandem /'
+      [ $p = bf16 ] && timeout 60 "$bin" $common --workers=2 --bf16_allreduce | grep '^dp_step' | sed 's/^/tandem /'
+      timeout 90 python3 "$py" $common | sed 's/^/torch /'
+      timeout 90 $torchrun "$py" $common 2>&1 | grep '^dp_step' | sed 's/^/torch /'
+      [ $p = bf16 ] && timeout 90 $torchrun "$py" $common --bf16_compress 2>&1 | grep '^dp_step' | sed 's/^/torch /'
+    done
+  done | tee "$out/dp_precision.log"
+  echo "== scaling (2-GPU samples/s over twice the 1-GPU figure)"
+  python3 - "$out/dp_precision.log" <<'PY'
+import re, sys
+rows = [dict(re.findall(r"(\w+)=(\S+)", line)) | {"impl": line.split()[0]}
+        for line in open(sys.argv[1]) if "dp_step" in line]
+one = {(r["impl"], r["model"], r["batch_per_gpu"], r["precision"]): float(r["samples_per_s"])
+       for r in rows if r["gpus"] == "1"}
+for r in rows:
+    if r["gpus"] != "2":
+        continue
+    base = one.get((r["impl"], r["model"], r["batch_per_gpu"], r["precision"]))
+    if base:
+        print(f"scaling impl={r['impl']} model={r['model']} batch={r['batch_per_gpu']} "
+              f"precision={r['precision']} bf16_allreduce={r.get('bf16_allreduce', 'off')} "
+              f"step_ms={r['step_ms']} efficiency={float(r['samples_per_s']) / (2 * base):.3f}")
+PY
 }
 
 # The Fashion-MNIST example on one GPU with the next batch prepared on a
