@@ -223,9 +223,26 @@ CheckpointState Capture(Layer& model, Optimizer& optimizer,
                         const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
                         const TrainingProgress& progress) {
   // Handles: the copies share the given tensors' data, which is only read.
-  std::vector<std::pair<std::string, Tensor>> given = optimizer_state;
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, tensor] : optimizer_state) {
+    TANDEM_CHECK(given.emplace(name, tensor).second)
+        << "Capture: the optimizer state given has two tensors named '" << name << "'";
+  }
+  // In the unsharded optimizer's order, whatever order they came in.
   std::vector<std::pair<std::string, Tensor*>> slots;
-  for (auto& [name, tensor] : given) slots.push_back({name, &tensor});
+  for (const auto& [name, shape] : UnshardedStateShapes(optimizer)) {
+    auto it = given.find(name);
+    TANDEM_CHECK(it != given.end() && it->second.shape() == shape)
+        << "Capture: the optimizer state given has no '" << name << "' " << ShapeToString(shape)
+        << " (optimizer " << optimizer.Name() << "'s)";
+    slots.push_back({name, &it->second});
+  }
+  for (const auto& [name, tensor] : given) {
+    const bool named = std::any_of(slots.begin(), slots.end(),
+                                   [&name = name](const auto& slot) { return slot.first == name; });
+    TANDEM_CHECK(named) << "Capture: the optimizer state given has '" << name
+                        << "', which optimizer " << optimizer.Name() << " does not name";
+  }
   return CaptureTargets(FindTargets(model, optimizer, slots), optimizer, progress);
 }
 

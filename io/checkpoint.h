@@ -73,7 +73,10 @@ CheckpointState Capture(Layer& model, Optimizer& optimizer,
 
 // As Capture, with `optimizer_state` (names and tensors, on any device) in
 // place of optimizer.State(): a sharded optimizer's whole state, gathered.
-// The step count is optimizer.steps().
+// It must hold exactly the tensors UnshardedStateShapes(optimizer) names,
+// each of its shape, in any order; the state lists them in that order, so
+// the checkpoint is the one an unsharded optimizer gives. The step count is
+// optimizer.steps().
 CheckpointState Capture(Layer& model, Optimizer& optimizer,
                         const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
                         const TrainingProgress& progress);

@@ -7,7 +7,6 @@
 #include <csignal>
 #include <iomanip>
 #include <limits>
-#include <map>
 #include <sstream>
 #include <utility>
 
@@ -35,26 +34,6 @@ double SecondsSince(std::chrono::steady_clock::time_point since) {
 // Trace rows of a worker beside StepTracer's compute (0) and communication (1).
 constexpr int kDataRow = 2;
 constexpr int kInputWaitRow = 3;
-
-// ShardedOptimizerHook::GatherState's tensors in the order an unsharded
-// `optimizer` lists its state (UnshardedStateShapes), every one checked.
-std::vector<std::pair<std::string, Tensor>> InUnshardedOrder(
-    std::vector<std::pair<std::string, Tensor>> gathered, Optimizer& optimizer) {
-  std::map<std::string, Tensor> by_name;
-  for (auto& [name, tensor] : gathered) by_name.emplace(name, std::move(tensor));
-  std::vector<std::pair<std::string, Tensor>> ordered;
-  for (const auto& [name, shape] : UnshardedStateShapes(optimizer)) {
-    auto it = by_name.find(name);
-    TANDEM_CHECK(it != by_name.end() && it->second.shape() == shape)
-        << "the gathered optimizer state lacks '" << name << "' " << ShapeToString(shape);
-    ordered.push_back({name, std::move(it->second)});
-    by_name.erase(it);
-  }
-  TANDEM_CHECK(by_name.empty()) << "the gathered optimizer state has '" << by_name.begin()->first
-                                << "', which optimizer '" << optimizer.Name()
-                                << "' does not name";
-  return ordered;
-}
 
 }  // namespace
 
@@ -210,10 +189,10 @@ std::string WorkerRun::Title() const {
 
 void WorkerRun::Save(int64_t epoch, int64_t batch_in_epoch) {
   // Sharded: the whole optimizer state, gathered from every worker's shards
-  // (a collective) under the unsharded names and in their order, so the file
-  // is the one an unsharded run writes.
+  // (a collective) under the unsharded names, so the file is the one an
+  // unsharded run writes.
   std::vector<std::pair<std::string, Tensor>> whole;
-  if (sharded_) whole = InUnshardedOrder(sharded_->GatherState(), *optimizer_);
+  if (sharded_) whole = sharded_->GatherState();
   CheckpointState state;
   if (root_) {
     TrainingProgress progress;

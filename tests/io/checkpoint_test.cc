@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -568,8 +569,9 @@ std::vector<std::pair<std::string, Tensor>> StateOf(Optimizer& optimizer) {
   return state;
 }
 
-// The state given as a list captures what the optimizer's own gives, and
-// UnshardedStateShapes of an unsharded optimizer are its State()'s.
+// The state given as a list, in any order, captures what the optimizer's
+// own gives, in its order; a list that lacks a tensor, or holds another, is
+// refused. UnshardedStateShapes of an unsharded optimizer are its State()'s.
 TEST(CheckpointExplicitStateTest, CapturesAsTheOptimizerDoes) {
   Trainer a({6, 5, 3}, "adamw", 1);
   a.Step(100);
@@ -577,11 +579,23 @@ TEST(CheckpointExplicitStateTest, CapturesAsTheOptimizerDoes) {
   TrainingProgress progress;
   progress.epoch = 1;
   progress.batch_in_epoch = 3;
-  EXPECT_TRUE(Capture(*a.model, *a.optimizer, StateOf(*a.optimizer), progress) ==
+  std::vector<std::pair<std::string, Tensor>> given = StateOf(*a.optimizer);
+  std::reverse(given.begin(), given.end());
+  EXPECT_TRUE(Capture(*a.model, *a.optimizer, given, progress) ==
               Capture(*a.model, *a.optimizer, progress));
   std::vector<std::pair<std::string, Shape>> expected;
   for (auto& [name, tensor] : a.optimizer->State()) expected.push_back({name, tensor->shape()});
   EXPECT_EQ(UnshardedStateShapes(*a.optimizer), expected);
+
+  given.pop_back();  // fc1.weight.adam_m, reversed
+  std::string error = ErrorOf([&] { Capture(*a.model, *a.optimizer, given, progress); });
+  EXPECT_NE(error.find("has no 'fc1.weight.adam_m' [5, 6]"), std::string::npos) << error;
+  given = StateOf(*a.optimizer);
+  given.push_back({"fc9.weight.adam_m", Tensor::Zeros({2})});
+  error = ErrorOf([&] { Capture(*a.model, *a.optimizer, given, progress); });
+  EXPECT_NE(error.find("has 'fc9.weight.adam_m', which optimizer adamw does not name"),
+            std::string::npos)
+      << error;
 }
 
 // Restore with the state's names and shapes restores the model and the
