@@ -10,17 +10,27 @@ const char* ActivationName(Activation activation) {
     case Activation::kRelu: return "relu";
     case Activation::kGelu: return "gelu";
     case Activation::kTanh: return "tanh";
+    case Activation::kSigmoid: return "sigmoid";
+    case Activation::kSilu: return "silu";
   }
   return "?";
 }
 
+std::string ActivationNames() {
+  std::string names;
+  const size_t n = sizeof(kActivations) / sizeof(kActivations[0]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) names += i + 1 == n ? " or " : ", ";
+    names += ActivationName(kActivations[i]);
+  }
+  return names;
+}
+
 Activation ParseActivation(const std::string& name) {
-  for (Activation a : {Activation::kIdentity, Activation::kRelu,
-                       Activation::kGelu, Activation::kTanh}) {
+  for (Activation a : kActivations) {
     if (name == ActivationName(a)) return a;
   }
-  TANDEM_CHECK(false) << "unknown activation '" << name
-                      << "': expected identity, relu, gelu or tanh";
+  TANDEM_CHECK(false) << "unknown activation '" << name << "': expected " << ActivationNames();
   return Activation::kIdentity;
 }
 

@@ -25,10 +25,20 @@
 
 namespace tandem {
 
-enum class Activation { kIdentity, kRelu, kGelu, kTanh };
+enum class Activation { kIdentity, kRelu, kGelu, kTanh, kSigmoid, kSilu };
+// Every activation. The kernels of both backends are instantiated once per
+// entry (kernel_math::VisitActivation) and the tests iterate over it, so a
+// new activation is its enum value, its entry here, its name (backend.cc)
+// and its function and derivative (core/kernel_math.h).
+inline constexpr Activation kActivations[] = {Activation::kIdentity, Activation::kRelu,
+                                              Activation::kGelu,     Activation::kTanh,
+                                              Activation::kSigmoid,  Activation::kSilu};
 const char* ActivationName(Activation activation);
-// Parses "identity", "relu", "gelu" or "tanh".
+// Parses an ActivationName ("identity", "relu", "gelu", "tanh", "sigmoid",
+// "silu").
 Activation ParseActivation(const std::string& name);
+// "identity, relu, gelu, tanh, sigmoid or silu": for messages.
+std::string ActivationNames();
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 

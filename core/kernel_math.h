@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "core/backend.h"
 #include "core/host_device.h"
@@ -23,6 +25,8 @@ TANDEM_HOST_DEVICE float Activate(Activation a, float x) {
     case Activation::kRelu: return x > 0.f ? x : 0.f;
     case Activation::kGelu: return 0.5f * x * (1.f + erff(x * kInvSqrt2));
     case Activation::kTanh: return tanhf(x);
+    case Activation::kSigmoid: return 1.f / (1.f + expf(-x));
+    case Activation::kSilu: return x / (1.f + expf(-x));
     case Activation::kIdentity: default: return x;
   }
 }
@@ -38,8 +42,34 @@ TANDEM_HOST_DEVICE float ActivateGrad(Activation a, float x) {
       const float t = tanhf(x);
       return 1.f - t * t;
     }
+    case Activation::kSigmoid: {
+      const float s = 1.f / (1.f + expf(-x));
+      return s * (1.f - s);
+    }
+    case Activation::kSilu: {
+      const float s = 1.f / (1.f + expf(-x));
+      return s * (1.f + x * (1.f - s));
+    }
     case Activation::kIdentity: default: return 1.f;
   }
+}
+
+// Calls fn(std::integral_constant<Activation, A>()) for the runtime
+// activation `a`, so that a loop or kernel is compiled once per entry of
+// kActivations (and Activate's switch folds away) instead of switching per
+// element. Returns false for a value outside kActivations. Host code.
+template <typename Fn, size_t... I>
+bool VisitActivationAt(Activation a, Fn& fn, std::index_sequence<I...>) {
+  return ((a == kActivations[I]
+               ? (fn(std::integral_constant<Activation, kActivations[I]>()), true)
+               : false) ||
+          ...);
+}
+
+template <typename Fn>
+bool VisitActivation(Activation a, Fn&& fn) {
+  constexpr size_t n = sizeof(kActivations) / sizeof(kActivations[0]);
+  return VisitActivationAt(a, fn, std::make_index_sequence<n>());
 }
 
 TANDEM_HOST_DEVICE float DropoutScale(float p, uint64_t seed, uint64_t index) {

@@ -37,4 +37,12 @@ std::unique_ptr<Layer> MakeTanh(std::string name) {
   return std::make_unique<ActivationLayer>(std::move(name), Activation::kTanh);
 }
 
+std::unique_ptr<Layer> MakeSigmoid(std::string name) {
+  return std::make_unique<ActivationLayer>(std::move(name), Activation::kSigmoid);
+}
+
+std::unique_ptr<Layer> MakeSilu(std::string name) {
+  return std::make_unique<ActivationLayer>(std::move(name), Activation::kSilu);
+}
+
 }  // namespace tandem

@@ -1,4 +1,5 @@
-// Elementwise activation layers: ReLU, GELU (exact, erf), Tanh.
+// Elementwise activation layers: ReLU, GELU (exact, erf), Tanh, Sigmoid,
+// SiLU (x sigmoid(x)).
 //
 //   auto relu = MakeRelu("act1");
 //   Tensor y = relu->Forward(x);
@@ -36,6 +37,8 @@ class ActivationLayer : public Layer {
 std::unique_ptr<Layer> MakeRelu(std::string name);
 std::unique_ptr<Layer> MakeGelu(std::string name);
 std::unique_ptr<Layer> MakeTanh(std::string name);
+std::unique_ptr<Layer> MakeSigmoid(std::string name);
+std::unique_ptr<Layer> MakeSilu(std::string name);
 
 }  // namespace tandem
 

@@ -12,23 +12,16 @@
 #include <type_traits>
 
 #include "core/backend.h"
+#include "core/check.h"
+#include "core/kernel_math.h"
 
 namespace tandem {
 namespace cpu {
 
 template <typename Body>
 void WithActivation(Activation activation, Body&& body) {
-  switch (activation) {
-    case Activation::kRelu:
-      return body(std::integral_constant<Activation, Activation::kRelu>());
-    case Activation::kGelu:
-      return body(std::integral_constant<Activation, Activation::kGelu>());
-    case Activation::kTanh:
-      return body(std::integral_constant<Activation, Activation::kTanh>());
-    case Activation::kIdentity:
-    default:
-      return body(std::integral_constant<Activation, Activation::kIdentity>());
-  }
+  const bool known = kernel_math::VisitActivation(activation, body);
+  TANDEM_CHECK(known) << "unknown activation " << static_cast<int>(activation);
 }
 
 }  // namespace cpu

@@ -27,21 +27,8 @@ namespace {
 // once per activation and kernel_math's switch folds away.
 template <typename Fn>
 void DispatchActivation(Activation a, Fn&& fn) {
-  switch (a) {
-    case Activation::kIdentity:
-      fn(std::integral_constant<Activation, Activation::kIdentity>());
-      return;
-    case Activation::kRelu:
-      fn(std::integral_constant<Activation, Activation::kRelu>());
-      return;
-    case Activation::kGelu:
-      fn(std::integral_constant<Activation, Activation::kGelu>());
-      return;
-    case Activation::kTanh:
-      fn(std::integral_constant<Activation, Activation::kTanh>());
-      return;
-  }
-  TANDEM_CHECK(false) << "unknown activation " << static_cast<int>(a);
+  const bool known = kernel_math::VisitActivation(a, fn);
+  TANDEM_CHECK(known) << "unknown activation " << static_cast<int>(a);
 }
 
 // ---------------------------------------------------------------------------

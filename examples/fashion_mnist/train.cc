@@ -45,10 +45,9 @@ void CheckModelAndData(const FashionMnistConfig& c) {
            std::to_string(size));
     }
   }
-  if (c.activation != "relu" && c.activation != "gelu" && c.activation != "tanh" &&
-      c.activation != "identity") {
-    Fail("--activation=" + c.activation + " is not an activation: use relu, gelu, tanh or identity");
-  }
+  bool known = false;
+  for (Activation a : kActivations) known = known || c.activation == ActivationName(a);
+  if (!known) Fail("--activation=" + c.activation + " is not an activation: use " + ActivationNames());
   if (c.max_train == 0 || c.max_train < -1) {
     Fail("--max_train must be -1 (all) or at least 1, got " + std::to_string(c.max_train));
   }

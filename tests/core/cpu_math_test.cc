@@ -40,8 +40,7 @@ class CpuMathTest : public ::testing::Test {
 };
 
 TEST_F(CpuMathTest, ElementWiseOpsMatchTheirDefinitionOnAnyThreadCount) {
-  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu,
-                         Activation::kTanh}) {
+  for (Activation act : kActivations) {
     SCOPED_TRACE(ActivationName(act));
     const auto fwd = OnOneAndFour("ActivationForward", [&](const IntraOp& intra) {
       std::vector<float> out(kSize);

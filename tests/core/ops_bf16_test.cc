@@ -135,8 +135,7 @@ TEST_P(OpsBf16Test, BinaryAndAxpy) {
 }
 
 TEST_P(OpsBf16Test, ActivationsAndBias) {
-  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu,
-                         Activation::kTanh}) {
+  for (Activation act : kActivations) {
     const std::string name = ActivationName(act);
     Check("bias_activation " + name,
           {{Values(kN, 2.f), {kRows, kCols}, kBf16}, {Values(kCols), {kCols}, kBf16},

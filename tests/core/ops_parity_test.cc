@@ -116,8 +116,7 @@ TEST_F(ParityTest, ElementwiseActivationsAndReductions) {
   const int64_t rows = 333, cols = 129;
   Tensor x = Tensor::FromVector(RandomVector(rows * cols, rng_, 2.f), {rows, cols});
   Tensor bias = Tensor::FromVector(RandomVector(cols, rng_), {cols});
-  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu,
-                         Activation::kTanh}) {
+  for (Activation act : kActivations) {
     Tensor pre = Tensor::Zeros({rows, cols}), out = Tensor::Zeros({rows, cols});
     Tensor dy = Tensor::FromVector(RandomVector(rows * cols, rng_), {rows, cols});
     Tensor dx = Tensor::FromVector(RandomVector(rows * cols, rng_), {rows, cols});
@@ -269,7 +268,8 @@ TEST_F(ParityTest, BFloat16BiasReluAndArgmaxAreBitwise) {
 TEST_F(ParityTest, BFloat16ActivationsSumsAndLosses) {
   const Shape shape{kRows, kCols};
   Tensor x = RandomBf16(shape, rng_, 2.f), bias = RandomBf16({kCols}, rng_);
-  for (Activation act : {Activation::kGelu, Activation::kTanh}) {
+  for (Activation act : {Activation::kGelu, Activation::kTanh, Activation::kSigmoid,
+                         Activation::kSilu}) {
     Compare(std::string("bias_activation/") + ActivationName(act),
             {x, bias, Tensor::Zeros(shape, Device::Cpu(), kBf16),
              Tensor::Zeros(shape, Device::Cpu(), kBf16), RandomBf16(shape, rng_),

@@ -43,8 +43,7 @@ TEST_P(LinearTest, ForwardHandValues) {
 }
 
 TEST_P(LinearTest, GradientsAllActivations) {
-  for (Activation act : {Activation::kIdentity, Activation::kRelu,
-                         Activation::kGelu, Activation::kTanh}) {
+  for (Activation act : kActivations) {
     Rng rng(1);
     LinearOptions o;
     o.activation = act;

@@ -83,8 +83,7 @@ TEST_P(ResidualTest, ForwardIsInputPlusInner) {
 }
 
 TEST_P(ResidualTest, GradientsEveryActivationAndASequentialBody) {
-  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu,
-                         Activation::kTanh}) {
+  for (Activation act : kActivations) {
     Rng rng(1);
     Residual block("block", MakeLinear("fc", 5, 5, act, rng, device()));
     EXPECT_LT(CheckLayerGradients(block, RandomInput(4, 5, 2, device())), 1e-2)
