@@ -94,9 +94,9 @@ while read -r src; do
   [[ " ${FUZZED_SOURCES[*]} " == *" $src "* ]] || LIB_SOURCES+=("$src")
 done < <(sed -n 's|^//\([^:]*\):\(.*\.cc\)$|\1/\2|p' <<<"$labels" |
          grep -v -e '^core/cuda/' -e '^tests/fuzz/')
-# The libraries' link options (OpenBLAS is loaded at run time:
-# core/cpu/openblas.h; oneDNN and its OpenMP runtime: third_party/BUILD :dnnl).
-LIBS=(-ldnnl -lgomp -ldl -lz -pthread)
+# The libraries' link options (oneDNN and its OpenMP runtime:
+# third_party/BUILD :dnnl).
+LIBS=(-ldnnl -lgomp -lz -pthread)
 
 # An object is compiled again only when it is missing, was compiled with
 # other flags (a FUZZ_DIR reused with other FUZZ_SANITIZERS or CXX), or a

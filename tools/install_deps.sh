@@ -11,7 +11,6 @@ PACKAGES=(
   bazel-bootstrap        # Bazel 4.2.3 (offline build; see third_party/)
   g++
   libeigen3-dev          # CPU backend
-  libopenblas-pthread-dev  # CPU backend's GEMMs (third_party/BUILD :openblas)
   libdnnl-dev            # CPU backend's bfloat16 GEMMs (third_party/BUILD :dnnl)
   zlib1g-dev             # gzip-compressed IDX files
   libopenmpi-dev         # --mode=mpi

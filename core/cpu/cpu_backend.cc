@@ -114,8 +114,8 @@ class CpuBackend : public Backend {
  public:
   Device device() const override { return Device::Cpu(); }
   Allocator& allocator() override { return allocator_; }
-  // E.g. "cpu (GEMM: OpenBLAS 0.3.21 (Zen kernels); bfloat16 GEMM: float32
-  // GEMM on widened operands, 2 threads)".
+  // E.g. "cpu (GEMM: Eigen 3.4.0; bfloat16 GEMM: float32 GEMM on widened
+  // operands, 2 threads)".
   std::string Describe() const override {
     const int threads = CpuThreads();
     return "cpu (GEMM: " + cpu::Describe(gemm_library_) +

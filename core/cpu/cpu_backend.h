@@ -1,6 +1,6 @@
 // The CPU backend: Eigen maps over Tandem's storage (no copies), ops run
-// synchronously on the calling thread; GEMMs go to OpenBLAS, split over the
-// context's intra-op threads (core/cpu/cpu_gemm.h, core/cpu/cpu_threads.h).
+// synchronously on the calling thread; GEMMs go to oneDNN or Eigen, split over
+// the context's intra-op threads (core/cpu/cpu_gemm.h, core/cpu/cpu_threads.h).
 // Thread-safe: every worker thread of threads mode shares this one context.
 #ifndef TANDEM_CORE_CPU_CPU_BACKEND_H_
 #define TANDEM_CORE_CPU_CPU_BACKEND_H_

@@ -6,7 +6,6 @@
 #include "core/cpu/bf16_convert.h"
 #include "core/cpu/cpu_gemm_bf16.h"
 #include "core/cpu/onednn_matmul.h"
-#include "core/cpu/openblas.h"
 #include "core/cpu/scratch.h"
 
 namespace tandem {
@@ -85,9 +84,6 @@ void BatchedGemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_
                  float beta, float* c, const GemmStrides& batch) {
   if (m <= 0 || n <= 0 || batch.count <= 0) return;
   if (k <= 0) return ScaleOnly(batch.count * m, n, beta, c);
-  TANDEM_CHECK(library != GemmLibrary::kOpenBlas || LoadedOpenBlas().loaded())
-      << "GEMM on OpenBLAS: " << LoadedOpenBlas().error
-      << "; install libopenblas-pthread-dev or set TANDEM_CPU_GEMM=eigen";
   using G = GemmOperands<float>;
   RunBatch(
       pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c), batch,

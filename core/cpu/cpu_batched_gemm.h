@@ -13,10 +13,9 @@
 // dimension of 1), so where oneDNN runs the GEMMs (float32 on AVX-512,
 // bfloat16 on AVX-512 BF16; Note [Which float32 GEMM library] in
 // cpu_gemm.h, Note [bfloat16 GEMMs on the CPU] in cpu_gemm_bf16.h) a chunk
-// of the batch is one call. OpenBLAS and Eigen have no batched GEMM, so a
-// chunk there is a loop of single calls. bfloat16 operands where the CPU
-// does not multiply bfloat16 are widened once, whole, and take the float32
-// path.
+// of the batch is one call. Eigen has no batched GEMM, so a chunk there is
+// a loop of single calls. bfloat16 operands where the CPU does not multiply
+// bfloat16 are widened once, whole, and take the float32 path.
 // Mechanism: the batch is split into chunks of whole products, one per
 // intra-op thread, as long as each holds at least kMinBlockFlops of work;
 // each chunk is computed on one thread. Where there are fewer products than

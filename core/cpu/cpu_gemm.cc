@@ -8,7 +8,6 @@
 
 #include "core/check.h"
 #include "core/cpu/onednn_matmul.h"
-#include "core/cpu/openblas.h"
 
 namespace tandem {
 namespace cpu {
@@ -40,14 +39,6 @@ void EigenBlock(const Block& g, float alpha, float beta) {
   else assign(A.transpose() * B.transpose());
 }
 
-void OpenBlasBlock(const Block& g, float alpha, float beta) {
-  LoadedOpenBlas().sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
-                         g.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(g.m),
-                         static_cast<blasint>(g.n), static_cast<blasint>(g.k), alpha, g.a,
-                         static_cast<blasint>(g.lda), g.b, static_cast<blasint>(g.ldb), beta,
-                         g.c, static_cast<blasint>(g.ldc));
-}
-
 }  // namespace
 
 void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
@@ -59,69 +50,29 @@ void ScaleOnly(int64_t m, int64_t n, float beta, float* c) {
   }
 }
 
-bool OpenBlasKernelsFitThisCpu() {
-  const OpenBlas& blas = LoadedOpenBlas();
-  if (!blas.loaded()) return false;
-#if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return true;
-  // OpenBLAS's kernels older than AVX2, which it falls back to on a CPU it
-  // does not know. See Note [OpenBLAS on a CPU it does not know].
-  const std::string core = blas.corename();
-  for (const char* old : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
-                          "Katmai", "Coppermine", "Northwood", "Banias", "Opteron",
-                          "Barcelona", "Bobcat", "Sandybridge", "Bulldozer", "Piledriver"}) {
-    if (core == old) return false;
-  }
-#endif
-  return true;
-}
-
 GemmLibrary GemmLibraryFromEnvironment() {
   const char* text = std::getenv("TANDEM_CPU_GEMM");
   if (text == nullptr || *text == '\0') {
-    if (OneDnnHasAvx512()) return GemmLibrary::kOneDnn;
-    return OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas : GemmLibrary::kEigen;
+    return OneDnnHasAvx512() ? GemmLibrary::kOneDnn : GemmLibrary::kEigen;
   }
   if (std::strcmp(text, "onednn") == 0) {
     TANDEM_CHECK(OneDnnHasAvx512())
         << "TANDEM_CPU_GEMM=onednn: oneDNN's float32 GEMMs are used on CPUs with AVX-512 "
            "only, and it has none here (or DNNL_MAX_CPU_ISA caps it below AVX512_CORE); "
-           "set TANDEM_CPU_GEMM=openblas or eigen, or unset it";
+           "set TANDEM_CPU_GEMM=eigen, or unset it";
     return GemmLibrary::kOneDnn;
-  }
-  if (std::strcmp(text, "openblas") == 0) {
-    const OpenBlas& blas = LoadedOpenBlas();
-    TANDEM_CHECK(blas.loaded()) << "TANDEM_CPU_GEMM=openblas: " << blas.error;
-    return GemmLibrary::kOpenBlas;
   }
   TANDEM_CHECK(std::strcmp(text, "eigen") == 0)
       << "TANDEM_CPU_GEMM=" << text
-      << " is not a GEMM library: set onednn, openblas or eigen";
+      << " is not a float32 GEMM library of the CPU backend: set onednn (CPUs with AVX-512) "
+         "or eigen, or unset it";
   return GemmLibrary::kEigen;
 }
 
 std::string Describe(GemmLibrary library) {
   if (library == GemmLibrary::kOneDnn) return OneDnnVersion() + " (AVX-512)";
-  const OpenBlas& blas = LoadedOpenBlas();
-  if (library == GemmLibrary::kEigen) {
-    std::string eigen = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
-                        std::to_string(EIGEN_MAJOR_VERSION) + "." +
-                        std::to_string(EIGEN_MINOR_VERSION);
-    if (!blas.loaded()) {
-      eigen += "; " + blas.error;
-    } else if (!OpenBlasKernelsFitThisCpu()) {
-      eigen += std::string("; OpenBLAS chose its ") + blas.corename() +
-               " kernels for this CPU: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) to use it";
-    }
-    return eigen;
-  }
-  if (!blas.loaded()) return "OpenBLAS, not loaded: " + blas.error;
-  std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
-  version.erase(0, version.find_first_not_of(' '));
-  version.erase(version.find_last_not_of(' ') + 1);
-  std::string kernels = std::string(blas.corename()) + " kernels";
-  if (!blas.set_coretype.empty()) kernels += ", chosen for this CPU's AVX-512";
-  return version + " (" + kernels + ")";
+  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+         std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION);
 }
 
 GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k, int threads) {
@@ -145,8 +96,6 @@ GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k, int threads) {
 void GemmBlock(GemmLibrary library, const GemmOperands<float>& g, float alpha, float beta) {
   if (library == GemmLibrary::kOneDnn) {
     OneDnnMatmul(g, alpha, beta);
-  } else if (library == GemmLibrary::kOpenBlas) {
-    OpenBlasBlock(g, alpha, beta);
   } else {
     EigenBlock(g, alpha, beta);
   }
@@ -157,9 +106,6 @@ void Gemm(GemmLibrary library, ThreadPool& pool, int threads, bool trans_a, bool
           float beta, float* c) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return ScaleOnly(m, n, beta, c);
-  TANDEM_CHECK(library != GemmLibrary::kOpenBlas || LoadedOpenBlas().loaded())
-      << "GEMM on OpenBLAS: " << LoadedOpenBlas().error
-      << "; install libopenblas-pthread-dev or set TANDEM_CPU_GEMM=eigen";
   RunGemmBlocks(pool, threads, WholeGemm(trans_a, trans_b, m, n, k, a, b, c),
                 [&](const Block& g) { GemmBlock(library, g, alpha, beta); });
 }

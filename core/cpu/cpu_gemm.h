@@ -7,24 +7,21 @@
 //             1.f, a, b, 0.f, c);                      // c = a b^T
 //
 // Libraries (Note [Which float32 GEMM library]): oneDNN on CPUs with
-// AVX-512, else OpenBLAS, else Eigen (compiled for AVX2); TANDEM_CPU_GEMM
-// names one. OpenBLAS is Debian's build for all x86-64 CPUs, loaded at run
-// time (core/cpu/openblas.h): its AVX-512 kernels on a CPU with AVX-512,
-// else those it picks for the CPU; OPENBLAS_CORETYPE=Haswell forces the
-// AVX2 ones. Both run one thread per call (oneDNN's OpenMP threads and
-// OpenBLAS's are set to one): the threads are ours, and single-threaded
-// calls from several threads at once are safe in both.
+// AVX-512, else Eigen (compiled for AVX2); TANDEM_CPU_GEMM names one. Both
+// run one thread per call (oneDNN's OpenMP threads are set to one): the
+// threads are ours, and single-threaded calls from several threads at once
+// are safe in both.
 //
 // Note [Which float32 GEMM library]
-// Rule: the library measured fastest on this kind of CPU (dp_cpu_bench's
-// step, docs/benchmarks.md "Beside PyTorch on the same cores"). On CPUs
-// with AVX-512 that is oneDNN's matmul: as fast as OpenBLAS's AVX-512
-// kernels on one thread, faster when several threads call at once (where
-// OpenBLAS calls slow each other down) and on narrow products such as a
-// 10-class output layer's. Without AVX-512 it is OpenBLAS (oneDNN's float32
-// matmul was not measured there).
+// Rule: the fewest libraries that keep each CPU the project runs on at the
+// fastest measured (docs/benchmarks.md, "The CPU GEMM paths"). On CPUs
+// with AVX-512 (the AMD EPYC and Intel Xeon ones) that is oneDNN's matmul:
+// about twice Eigen's speed on one thread, at PyTorch's (MKL) speed on the
+// Xeon. Elsewhere it is Eigen, the library the backend needs anyway (oneDNN
+// refuses float32 below AVX-512; OpenBLAS's AVX2 kernels were within a few
+// percent of Eigen's, not worth a third library).
 // Mechanism: GemmLibraryFromEnvironment() asks oneDNN for its instruction
-// set (DNNL_MAX_CPU_ISA=AVX2 caps it, which is how a test takes the AVX2
+// set (DNNL_MAX_CPU_ISA=AVX2 caps it, which is how a test takes the Eigen
 // path on an AVX-512 machine).
 //
 // Note [Blocked GEMM]
@@ -54,8 +51,7 @@
 // results may differ in the last bits between runs with different
 // --cpu_threads. Across machines the bits follow the library and the kernels it
 // picks for the CPU (AVX2 or AVX-512 ones sum in different orders);
-// TANDEM_CPU_GEMM=openblas with OPENBLAS_CORETYPE=Haswell picks the same AVX2
-// kernels everywhere.
+// TANDEM_CPU_GEMM=eigen runs the same AVX2 code on every x86-64 CPU with AVX2.
 #ifndef TANDEM_CORE_CPU_CPU_GEMM_H_
 #define TANDEM_CORE_CPU_CPU_GEMM_H_
 
@@ -69,30 +65,14 @@
 namespace tandem {
 namespace cpu {
 
-enum class GemmLibrary { kOneDnn, kOpenBlas, kEigen };
+enum class GemmLibrary { kOneDnn, kEigen };
 
-// TANDEM_CPU_GEMM: "onednn" (needs AVX-512), "openblas" or "eigen"; throws
-// tandem::Error naming the variable for anything else or for oneDNN without
-// AVX-512. Unset: oneDNN where it has AVX-512 kernels (Note [Which float32
-// GEMM library]), else OpenBLAS, unless its kernels are older than the CPU
-// (see Note [OpenBLAS on a CPU it does not know]).
-//
-// Note [OpenBLAS on a CPU it does not know]
-// OpenBLAS picks its kernels from the CPU's identity when it loads; on a CPU
-// newer than the library it falls back to older kernels. On CPUs with
-// AVX-512 the backend picks the kernels itself (Note [Which OpenBLAS
-// kernels] in openblas.h); where it does not (an AVX2 CPU, or
-// OPENBLAS_CORETYPE set) and OpenBLAS chose kernels older than AVX2 and FMA
-// (Prescott: SSE3, several times slower than Eigen's AVX2 code) on a CPU
-// that has them, the GEMMs go to Eigen, and Describe() says so and how to
-// override: OPENBLAS_CORETYPE=Haswell (AVX2) makes OpenBLAS use those
-// kernels. Where OpenBLAS cannot be loaded, the GEMMs go to Eigen too.
+// TANDEM_CPU_GEMM: "onednn" (needs AVX-512) or "eigen"; throws tandem::Error
+// naming the variable and the valid values for anything else, or for oneDNN
+// without AVX-512. Unset: oneDNN where it has AVX-512 kernels, else Eigen
+// (Note [Which float32 GEMM library]).
 GemmLibrary GemmLibraryFromEnvironment();
-// False where OpenBLAS did not load, or where the CPU has AVX2 and FMA but
-// OpenBLAS chose older kernels.
-bool OpenBlasKernelsFitThisCpu();
-// E.g. "oneDNN 2.6.3 (AVX-512)", "OpenBLAS 0.3.21 (Zen kernels)" or
-// "Eigen 3.4.0".
+// E.g. "oneDNN 2.6.3 (AVX-512)" or "Eigen 3.4.0".
 std::string Describe(GemmLibrary library);
 
 // How a GEMM's output is split: `count` blocks of `width` columns (or rows;

@@ -1,9 +1,9 @@
 // ops::BatchedMatMul (core/ops_attention.h) against a float64 loop over the
 // batch, one test body for CPU and CUDA (CUDA cases skip, saying why, where
 // no GPU is visible). The BUILD file runs it once per CPU GEMM path (oneDNN,
-// OpenBLAS, Eigen; bfloat16 multiplied as it is or widened) and with several
-// intra-op thread counts, so that chunks of the batch and per-product
-// blocked GEMMs (Note [Batched GEMMs on the CPU]) are all taken.
+// Eigen; bfloat16 multiplied as it is or widened) and with several intra-op
+// thread counts, so that chunks of the batch and per-product blocked GEMMs
+// (Note [Batched GEMMs on the CPU]) are all taken.
 //
 // Tolerances. A product of k float32 terms summed in float32 is within
 // k 2^-24 sum |alpha a b| (plus beta c's rounding) of the exact sum; the

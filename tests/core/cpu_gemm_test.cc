@@ -3,10 +3,9 @@
 // alpha and beta; the rule of Note [Blocked GEMM] (the threads only decide
 // who computes which block); that oneDNN leaves the caller's OpenMP thread
 // count alone; the thread-count setting; which library is the default and
-// which OpenBLAS kernels load (core/cpu/openblas.h). //tests/core:cpu_gemm_avx2_test runs this same file
-// with OPENBLAS_CORETYPE=Haswell and DNNL_MAX_CPU_ISA=AVX2 (OpenBLAS's AVX2
-// kernels, oneDNN capped below AVX-512), so that a machine with AVX-512 tests
-// the AVX2 path too.
+// what TANDEM_CPU_GEMM accepts. //tests/core:cpu_gemm_avx2_test runs this
+// same file with DNNL_MAX_CPU_ISA=AVX2 (oneDNN capped below AVX-512), so
+// that a machine with AVX-512 tests the Eigen path too.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -26,7 +25,6 @@
 #include "core/cpu/cpu_thread_pool.h"
 #include "core/cpu/cpu_threads.h"
 #include "core/cpu/onednn_matmul.h"
-#include "core/cpu/openblas.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "tests/support/gemm_reference.h"
@@ -134,8 +132,8 @@ TEST_P(GemmLibraryTest, ThreadsOnlyDecideWhoComputesEachBlock) {
 
 // Several threads calling at once (the workers of threads mode), each with
 // beta = 1 so that a block computed twice or a buffer shared between calls
-// shows in the bits. Many small GEMMs make calls overlap often: OpenBLAS's
-// serial build, whose calls can share a packing buffer, fails this.
+// shows in the bits. Many small GEMMs make calls overlap often: a library
+// whose calls share a packing buffer fails this.
 TEST_P(GemmLibraryTest, ConcurrentCallersGetTheirOwnResults) {
   ThreadPool pool;
   const Case t{true, false, 64, 64, 64, 1.f, 1.f};
@@ -155,12 +153,9 @@ TEST_P(GemmLibraryTest, ConcurrentCallersGetTheirOwnResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Libraries, GemmLibraryTest,
-                         ::testing::Values(GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas,
-                                           GemmLibrary::kEigen),
+                         ::testing::Values(GemmLibrary::kOneDnn, GemmLibrary::kEigen),
                          [](const auto& info) {
-                           return info.param == GemmLibrary::kOneDnn     ? "OneDnn"
-                                  : info.param == GemmLibrary::kOpenBlas ? "OpenBlas"
-                                                                         : "Eigen";
+                           return info.param == GemmLibrary::kOneDnn ? "OneDnn" : "Eigen";
                          });
 
 TEST(CpuGemmTest, PlanHasABlockPerThreadAndCoversTheOutput) {
@@ -191,87 +186,88 @@ TEST(CpuGemmTest, PlanHasABlockPerThreadAndCoversTheOutput) {
   EXPECT_EQ(PlanGemm(10, 1024, 256, 8).count, 1) << "too few flops to split";
 }
 
-// Which OpenBLAS kernels run: forced ones when OPENBLAS_CORETYPE is set
-// (cpu_gemm_avx2_test sets Haswell); on a CPU with AVX-512 otherwise the
-// AVX-512 ones, set only while OpenBLAS loaded (Note [Which OpenBLAS
-// kernels]); elsewhere the CPU's own.
-TEST(CpuGemmTest, OpenBlasKernelsAreTheForcedOrChosenOnes) {
-  const OpenBlas& blas = LoadedOpenBlas();
-  ASSERT_TRUE(blas.loaded()) << blas.error;
-  const std::string core = blas.corename();
-  const std::string description = Describe(GemmLibrary::kOpenBlas);
-  std::cout << "OpenBLAS " << blas.path << ": " << blas.config() << "; GEMM: " << description
-            << "\n";
-  EXPECT_NE(description.find(core), std::string::npos) << description;
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  if (forced != nullptr) {
-    EXPECT_EQ(core, forced) << "OPENBLAS_CORETYPE=" << forced << " did not pick those kernels";
-    EXPECT_EQ(blas.set_coretype, "");
-  } else if (CpuHasOpenBlasAvx512()) {
-    EXPECT_EQ(core, kOpenBlasCoreTypeChosen) << "this CPU has AVX-512";
-    EXPECT_EQ(blas.set_coretype, kOpenBlasCoreTypeChosen);
-    EXPECT_NE(description.find("chosen for this CPU's AVX-512"), std::string::npos)
-        << description;
-  } else {
-    EXPECT_EQ(blas.set_coretype, "") << "this CPU has no AVX-512";
+// TANDEM_CPU_GEMM set to `value` for the scope, as it was before after it.
+class ScopedGemmLibrary {
+ public:
+  explicit ScopedGemmLibrary(const char* value) {
+    const char* before = std::getenv("TANDEM_CPU_GEMM");
+    had_ = before != nullptr;
+    if (had_) before_ = before;
+    setenv("TANDEM_CPU_GEMM", value, 1);
   }
+  ~ScopedGemmLibrary() {
+    if (had_) {
+      setenv("TANDEM_CPU_GEMM", before_.c_str(), 1);
+    } else {
+      unsetenv("TANDEM_CPU_GEMM");
+    }
+  }
+
+ private:
+  bool had_ = false;
+  std::string before_;
+};
+
+// The error text of GemmLibraryFromEnvironment() with TANDEM_CPU_GEMM=value;
+// "" if it was accepted.
+std::string RefusalOf(const char* value) {
+  const ScopedGemmLibrary set(value);
+  try {
+    GemmLibraryFromEnvironment();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
-// cpu_gemm_old_kernels_test forces OpenBLAS's SSE3 kernels (Prescott), as
-// OpenBLAS picks on a CPU it does not know: on a CPU with AVX2 the GEMMs then
-// go to Eigen, and the backend's description says how to override. See Note
-// [OpenBLAS on a CPU it does not know].
-TEST(CpuGemmTest, KernelsOlderThanTheCpuFallBackToEigen) {
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  if (forced == nullptr || std::strcmp(forced, "Prescott") != 0) {
-    GTEST_SKIP() << "cpu_gemm_old_kernels_test runs this, with OPENBLAS_CORETYPE=Prescott";
-  }
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-    GTEST_SKIP() << "this CPU has no AVX2 and FMA: OpenBLAS's old kernels fit it";
-  }
-  ASSERT_EQ(std::getenv("TANDEM_CPU_GEMM"), nullptr);
-  EXPECT_FALSE(OpenBlasKernelsFitThisCpu());
-  EXPECT_EQ(GemmLibraryFromEnvironment(), GemmLibrary::kEigen);
-  const std::string described = Describe(GemmLibrary::kEigen);
-  EXPECT_NE(described.find("Prescott kernels"), std::string::npos) << described;
-  EXPECT_NE(described.find("OPENBLAS_CORETYPE"), std::string::npos) << described;
-}
-
-// Unset, the library is oneDNN where it has AVX-512 kernels; elsewhere
-// OpenBLAS where its kernels fit the CPU, Eigen where OpenBLAS fell back to
-// older ones (it does on CPUs newer than itself).
+// Unset, the library is oneDNN where it has AVX-512 kernels, else Eigen
+// (cpu_gemm_avx2_test caps oneDNN at AVX2). See Note [Which float32 GEMM
+// library].
 TEST(CpuGemmTest, TheDefaultLibraryFollowsTheInstructionSet) {
   if (std::getenv("TANDEM_CPU_GEMM") != nullptr) GTEST_SKIP() << "TANDEM_CPU_GEMM is set";
-  const GemmLibrary expected = OneDnnHasAvx512()            ? GemmLibrary::kOneDnn
-                               : OpenBlasKernelsFitThisCpu() ? GemmLibrary::kOpenBlas
-                                                             : GemmLibrary::kEigen;
-  EXPECT_EQ(GemmLibraryFromEnvironment(), expected) << LoadedOpenBlas().corename();
+  const GemmLibrary expected = OneDnnHasAvx512() ? GemmLibrary::kOneDnn : GemmLibrary::kEigen;
+  EXPECT_EQ(GemmLibraryFromEnvironment(), expected);
   const char* cap = std::getenv("DNNL_MAX_CPU_ISA");
   if (cap != nullptr && std::strcmp(cap, "AVX2") == 0) {
     EXPECT_FALSE(OneDnnHasAvx512()) << "DNNL_MAX_CPU_ISA=AVX2 must keep oneDNN off AVX-512";
+    EXPECT_EQ(GemmLibraryFromEnvironment(), GemmLibrary::kEigen);
+  }
+  const std::string described = Describe(GemmLibraryFromEnvironment());
+  std::cout << "float32 GEMM: " << described << "\n";
+  EXPECT_EQ(described.rfind(expected == GemmLibrary::kOneDnn ? "oneDNN " : "Eigen 3.", 0), 0u)
+      << described;
+}
+
+TEST(CpuGemmTest, TheNamedLibraryIsTaken) {
+  {
+    const ScopedGemmLibrary set("eigen");
+    EXPECT_EQ(GemmLibraryFromEnvironment(), GemmLibrary::kEigen);
+  }
+  if (OneDnnHasAvx512()) {
+    const ScopedGemmLibrary set("onednn");
+    EXPECT_EQ(GemmLibraryFromEnvironment(), GemmLibrary::kOneDnn);
   }
 }
 
 // Asked for where it has no AVX-512 kernels (cpu_gemm_avx2_test caps it),
-// oneDNN is refused with the reason.
+// oneDNN is refused with the reason and what to set instead.
 TEST(CpuGemmTest, OneDnnWithoutAvx512IsRefusedWithTheReason) {
   if (OneDnnHasAvx512()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here";
-  const char* before = std::getenv("TANDEM_CPU_GEMM");
-  const std::string saved = before == nullptr ? "" : before;
-  setenv("TANDEM_CPU_GEMM", "onednn", 1);
-  try {
-    GemmLibraryFromEnvironment();
-    ADD_FAILURE() << "TANDEM_CPU_GEMM=onednn was accepted without AVX-512";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("AVX-512"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("TANDEM_CPU_GEMM=onednn"), std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("openblas"), std::string::npos) << e.what();
-  }
-  if (before == nullptr) {
-    unsetenv("TANDEM_CPU_GEMM");
-  } else {
-    setenv("TANDEM_CPU_GEMM", saved.c_str(), 1);
+  const std::string error = RefusalOf("onednn");
+  EXPECT_NE(error.find("AVX-512"), std::string::npos) << error;
+  EXPECT_NE(error.find("TANDEM_CPU_GEMM=onednn"), std::string::npos) << error;
+  EXPECT_NE(error.find("TANDEM_CPU_GEMM=eigen"), std::string::npos) << error;
+}
+
+// A library the backend does not have (openblas, say) is refused, the
+// error naming the value and the valid ones.
+TEST(CpuGemmTest, AnUnknownLibraryIsRefusedNamingTheValidOnes) {
+  for (const char* value : {"openblas", "mkl", "Eigen"}) {
+    const std::string error = RefusalOf(value);
+    EXPECT_NE(error.find(std::string("TANDEM_CPU_GEMM=") + value + " "), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("onednn"), std::string::npos) << error;
+    EXPECT_NE(error.find("eigen"), std::string::npos) << error;
   }
 }
 

@@ -30,13 +30,11 @@ if [ $with_data = 1 ]; then
   mkdir -p .device/data && cp /usr/share/datasets/fashion-mnist/*.gz .device/data/
   cp /usr/share/dict/american-english .device/data/  # examples/char_lm
 fi
-# The CPU backend's GEMM libraries (third_party/BUILD, openblas and dnnl)
-# and what they link, which the GPU machine's image may lack: the run
-# scripts put lib/ on LD_LIBRARY_PATH.
+# The CPU backend's GEMM library (third_party/BUILD :dnnl) and what it
+# links, which the GPU machine's image may lack: the run scripts put lib/ on
+# LD_LIBRARY_PATH.
 mkdir -p .device/lib
-cp -L /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \
-  /usr/lib/x86_64-linux-gnu/libgfortran.so.5 /usr/lib/x86_64-linux-gnu/libquadmath.so.0 \
-  /usr/lib/x86_64-linux-gnu/libdnnl.so.2 /usr/lib/x86_64-linux-gnu/libOpenCL.so.1 \
+cp -L /usr/lib/x86_64-linux-gnu/libdnnl.so.2 /usr/lib/x86_64-linux-gnu/libOpenCL.so.1 \
   /usr/lib/x86_64-linux-gnu/libgomp.so.1 .device/lib/
 # The binaries share most of their bytes (the CUDA kernels' fat binary):
 # compressed together they travel well under the 64 MiB limit, with a

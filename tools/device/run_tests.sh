@@ -33,8 +33,7 @@ for b in bin/tests_*; do
   # set (tests/core/BUILD, tests/layers/BUILD).
   case "$name" in
     *_widen_test) isa=(DNNL_MAX_CPU_ISA=AVX512_CORE);;
-    *cpu_gemm_avx2_test) isa=(OPENBLAS_CORETYPE=Haswell DNNL_MAX_CPU_ISA=AVX2);;
-    *cpu_gemm_old_kernels_test) isa=(OPENBLAS_CORETYPE=Prescott DNNL_MAX_CPU_ISA=AVX2);;
+    *cpu_gemm_avx2_test) isa=(DNNL_MAX_CPU_ISA=AVX2);;
     *) isa=();;
   esac
   env "${isa[@]}" timeout 300 "$b" > "$logs/$name.log" 2>&1; rc=$?
