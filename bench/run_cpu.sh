@@ -259,20 +259,17 @@ PY
 
 # The CPU training step's GEMMs (cpu_gemm_bench) on each float32 GEMM path
 # the CPU backend can take, alternated for ROUNDS rounds on CORES with one
-# thread per core: oneDNN (AVX-512 only: it refuses float32 below that),
-# OpenBLAS (its own pick and Haswell's AVX2 kernels) and Eigen. Prints, per
-# path, the median of the step's GEMM time over the rounds and its ratio to
-# the fastest path.
+# thread per core: oneDNN (AVX-512 only: it refuses float32 below that, and
+# its rounds print no result) and Eigen. Prints, per path, the median of the
+# step's GEMM time over the rounds and its ratio to the fastest path.
 gemm_paths() {
   [ $# -eq 3 ] || usage
   cores=$1 rounds=$2 bins=("$3")
   local bin=$3 r p name env_vars line log
   round_args
-  # name=environment (the path's TANDEM_CPU_GEMM and instruction-set caps).
+  # name=environment (the path's TANDEM_CPU_GEMM).
   local paths=(
     "onednn=TANDEM_CPU_GEMM=onednn"
-    "openblas=TANDEM_CPU_GEMM=openblas"
-    "openblas_haswell=TANDEM_CPU_GEMM=openblas OPENBLAS_CORETYPE=Haswell"
     "eigen=TANDEM_CPU_GEMM=eigen"
   )
   log=$(mktemp)
