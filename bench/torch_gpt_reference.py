@@ -38,7 +38,11 @@ sample, then
     val_loss=...
 
 step_ms is the mean time of a training step (forward, backward, clipping,
-update), evaluations left out. --threads sets torch's intra-op threads and,
+update), evaluations left out; on a GPU (--device=cuda) each step is timed
+to its end on the device (torch.cuda.synchronize), attention is
+F.scaled_dot_product_attention, and --precision is fp32 (TF32 off), tf32
+or bf16 (forward and loss under torch.autocast to bfloat16, float32
+parameters, as Tandem's bf16); --precision=bf16 on the CPU is CPU autocast. --threads sets torch's intra-op threads and,
 before torch is imported and unless already set, OPENBLAS_NUM_THREADS and
 OMP_NUM_THREADS (Debian's python3-torch runs float32 GEMMs in the system
 BLAS).
@@ -74,6 +78,8 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads")
     parser.add_argument("--sample_length", type=int, default=500)
     parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
     args = parser.parse_args()
     if min(args.context, args.heads, args.width, args.steps, args.batch_size,
            args.threads) < 1 or min(args.layers, args.val_windows, args.warmup,
@@ -134,6 +140,18 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
+    def autocast():
+        return torch.autocast(args.device, dtype=torch.bfloat16,
+                              enabled=args.precision == "bf16")
 
     files, text = load_text(args.corpus)
     vocab_bytes = sorted(set(text))
@@ -161,7 +179,7 @@ def main():
 
     def batch(data, starts):
         idx = starts[:, None] + offsets[None, :]
-        return data[idx], data[idx + 1]
+        return data[idx].to(device), data[idx + 1].to(device)
 
     class Block(nn.Module):
         def __init__(self, width, heads):
@@ -209,7 +227,7 @@ def main():
                 x = block(x)
             return self.head(self.ln_f(x))
 
-    model = Gpt()
+    model = Gpt().to(device)
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
                                   weight_decay=args.weight_decay)
@@ -224,7 +242,9 @@ def main():
         total = 0.0
         for i in range(0, len(val_starts), 256):
             x, y = batch(val, val_starts[i:i + 256])
-            total += F.cross_entropy(model(x).view(-1, vocab), y.view(-1),
+            with autocast():
+                logits = model(x)
+            total += F.cross_entropy(logits.float().view(-1, vocab), y.view(-1),
                                      reduction="sum").item()
         model.train()
         return total / (len(val_starts) * T)
@@ -242,17 +262,20 @@ def main():
             order, position = torch.randperm(train_windows), 0
         x, y = batch(train, order[position:position + args.batch_size])
         position += args.batch_size
+        sync()
         start = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
-        loss = F.cross_entropy(model(x).view(-1, vocab), y.view(-1))
+        with autocast():
+            loss = F.cross_entropy(model(x).view(-1, vocab), y.view(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if args.clip_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
         optimizer.step()
-        interval_loss += loss.item()
+        sync()
         train_seconds += time.perf_counter() - start
+        interval_loss += loss.item()
         interval_steps += 1
         done = step + 1
         if done == args.steps or (args.eval_every > 0 and done % args.eval_every == 0):
@@ -270,7 +293,7 @@ def main():
         model.eval()
         with torch.no_grad():
             for _ in range(args.sample_length):
-                logits = model(torch.tensor([ids[-T:]]))[0, -1]
+                logits = model(torch.tensor([ids[-T:]], device=device))[0, -1].float().cpu()
                 if args.temperature > 0:
                     p = F.softmax(logits.double() / args.temperature, dim=-1)
                     token = int(torch.multinomial(p, 1, generator=generator))
@@ -282,7 +305,8 @@ def main():
         sys.stdout.flush()
         sys.stdout.buffer.write(bytes(out) + b"\n--- end of sample\n")
         sys.stdout.buffer.flush()
-    print(f"result bench=torch_gpt threads={args.threads} steps={args.steps} "
+    print(f"result bench=torch_gpt device={args.device} precision={args.precision} "
+          f"batch={args.batch_size} threads={args.threads} steps={args.steps} "
           f"step_ms={step_ms:.2f} val_loss={val_loss:.4f}")
     print(f"step_ms={step_ms:.2f}")
     print(f"val_loss={val_loss:.4f}")

@@ -22,8 +22,9 @@ run gpu1_bf16 bin/examples__fashion_mnist --data_dir=data --device=cuda --precis
 run char_lm_gpu1 bin/examples__char_lm --device=cuda
 run char_lm_gpu1_bf16 bin/examples__char_lm --device=cuda --precision=bf16
 if [ -x bin/examples__gpt ]; then
-  run gpt_gpu1 bin/examples__gpt --device=cuda
-  run gpt_gpu1_bf16 bin/examples__gpt --device=cuda --precision=bf16
+  # The fortunes corpus as bundle.sh --data carries it.
+  run gpt_gpu1 bin/examples__gpt --device=cuda --corpus=data/fortunes
+  run gpt_gpu1_bf16 bin/examples__gpt --device=cuda --precision=bf16 --corpus=data/fortunes
 else
   echo "gpt: no examples/gpt binary at this commit"
 fi
