@@ -9,44 +9,27 @@
 // status: 0 when training ends, 1 when it fails, 2 for a usage error, 75
 // when SIGTERM, SIGINT or SIGUSR1 stopped it (after saving in
 // --checkpoint_dir, if given; trainer/stop_signal.h).
-#include <unistd.h>
-
-#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 
 #include "examples/char_lm/flags.h"
 #include "examples/char_lm/train.h"
+#include "trainer/program.h"
 #include "trainer/stop_signal.h"
 
 int main(int argc, char** argv) {
-  // `bazel run` starts the program in its runfiles folder: relative paths in
-  // flags mean the user's folder.
-  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
-    if (chdir(dir) != 0) {
-      std::cerr << "error: cannot enter " << dir << " (BUILD_WORKING_DIRECTORY)" << std::endl;
-      return 1;
+  return tandem::RunProgram([&]() -> int {
+    tandem::char_lm::CharLmConfig config;
+    if (const std::optional<int> exit_code =
+            tandem::char_lm::ParseCharLmFlags(argc, argv, config, std::cout, std::cerr)) {
+      return *exit_code;
     }
-  }
-  tandem::char_lm::CharLmConfig config;
-  if (const std::optional<int> exit_code =
-          tandem::char_lm::ParseCharLmFlags(argc, argv, config, std::cout, std::cerr)) {
-    return *exit_code;
-  }
-  try {
-    tandem::StopSignals stop_signals;
     const tandem::char_lm::CharLmResult result = tandem::char_lm::TrainCharLm(config, std::cout);
     if (result.stop_signal != 0) return tandem::kPreemptedExitCode;
     if (result.is_root) {
       std::cout << "trained in " << std::fixed << std::setprecision(1) << result.seconds << " s\n"
                 << "val_loss=" << std::setprecision(4) << result.val_loss << std::endl;
     }
-  } catch (const tandem::UsageError& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return tandem::kUsageExitCode;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }
