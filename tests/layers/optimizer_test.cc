@@ -161,8 +161,8 @@ TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
     const std::vector<float> va = a[i].value->ToVector(), vb = b[i].value->ToVector();
     for (size_t j = 0; j < va.size(); ++j) {
       // The fused update rounds once per step where separate steps round the
-      // gradient and then the update; cuBLAS may also pick other kernels for
-      // the two (under compute-sanitizer it does): 1.7e-5 was seen there.
+      // gradient and then the update, and cuBLAS may pick other kernels for
+      // the two (under compute-sanitizer it does).
       EXPECT_NEAR(va[j], vb[j], 5e-5) << a[i].name << "[" << j << "]";
     }
   }
