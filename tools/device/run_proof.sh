@@ -7,7 +7,9 @@
 #      (run_sanitizers.sh, SANITIZE_ONLY below) beside it;
 #   2. the examples on one GPU, fp32 and bf16 (run_examples.sh's 1-GPU rows);
 #   3. alone on the card: the 1-GPU step tables, Tandem and PyTorch in every
-#      precision (bench/run_gpu.sh precision).
+#      precision (bench/run_gpu.sh precision);
+#   4. the GPT example's step at batch 256 beside PyTorch eager, each
+#      precision (bundle.sh --data carries its corpus).
 # Each phase has a deadline so that the call ends in time; a phase cut off
 # says so in the report. Full logs travel back in $OUT/*.tgz.
 #   tools/device/bundle.sh --data        (development machine)
@@ -68,5 +70,22 @@ EXAMPLES_ONLY=one_gpu phase examples 150 bash ./run_examples.sh
 
 # 3. Step tables, alone on the card.
 phase step_tables 200 bash ./run_gpu.sh precision
+
+# 4. The GPT example's step at a GPU-sized batch beside PyTorch eager
+# (scaled_dot_product_attention), in each precision, alone on the card.
+gpt_steps() {
+  local p
+  for p in fp32 tf32 bf16; do
+    echo "tandem gpt batch=256 precision=$p $(bin/examples__gpt --device=cuda --corpus=data/fortunes \
+      --precision=$p --batch_size=256 --steps=300 --sample_length=0 2>&1 |
+      grep -E '^(step_ms|val_loss)=' | tr '\n' ' ')"
+    python3 torch_gpt_reference.py --device=cuda --precision=$p --batch_size=256 --steps=300 \
+      --eval_every=0 --sample_length=0 --corpus=data/fortunes 2>&1 | grep -E '^result|Error'
+  done
+}
+if [ -x bin/examples__gpt ] && [ -d data/fortunes ]; then
+  export -f gpt_steps  # timeout runs commands, not functions
+  phase gpt_steps 150 bash -c gpt_steps
+fi
 say ""
 say "total ${SECONDS} s (since start: $((SECONDS - start)) s)"
