@@ -1,5 +1,5 @@
 // The Trainer with --shard_optimizer (ZeRO-1, parallel/sharded_optimizer.h)
-// on the synthetic task of trainer_test.cc, threads transport: the same
+// on the synthetic task (synthetic_task.h), threads transport: the same
 // parameters as without sharding, checkpoints that resume at any worker
 // count sharded or not, the state bytes each worker holds, and the flags it
 // refuses.
@@ -19,47 +19,16 @@
 #include "parallel/checkpointer.h"
 #include "report/metrics_log.h"
 #include "trainer/flags.h"
+#include "tests/trainer/synthetic_task.h"
 #include "trainer/trainer.h"
 
 namespace tandem {
 namespace {
 
-// 3 classes of 8 features: the class is which of three feature sums is
-// largest (as in trainer_test.cc).
-data::TensorDataset Synthetic(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n * 8), y(n);
-  for (int64_t i = 0; i < n; ++i) {
-    float sums[3] = {0, 0, 0};
-    for (int64_t j = 0; j < 8; ++j) {
-      x[i * 8 + j] = rng.Uniform() * 2 - 1;
-      sums[j % 3] += x[i * 8 + j];
-    }
-    y[i] = static_cast<float>(std::max_element(sums, sums + 3) - sums);
-  }
-  return data::TensorDataset(Tensor::FromVector(x, {n, 8}), Tensor::FromVector(y, {n}), 3,
-                             "synthetic");
-}
-
 // MLP 8-16-3: 195 parameters, so every bucket is padded for 2 and 4 workers.
 constexpr int64_t kParameters = 8 * 16 + 16 + 16 * 3 + 3;
 
-struct Fixture {
-  data::TensorDataset train = Synthetic(384, 1), test = Synthetic(128, 2);
-  TrainTask task;
-  Fixture() {
-    task.name = "synthetic";
-    task.train = &train;
-    task.test = &test;
-    task.build_model = [](const ModelContext& m) {
-      Rng rng(m.seed);
-      MlpOptions options;
-      options.device = m.device;
-      options.precision = m.precision;
-      return Mlp({8, 16, 3}, Activation::kRelu, rng, options);
-    };
-  }
-};
+using Fixture = testing::SyntheticTask;
 
 // A few AdamW steps: AdamW keeps two moments per parameter, the state
 // sharding divides.

@@ -18,43 +18,12 @@
 #include "layers/linear.h"
 #include "layers/mlp.h"
 #include "layers/residual.h"
+#include "tests/trainer/synthetic_task.h"
 
 namespace tandem {
 namespace {
 
-// 3 classes of 8 features: the class is which of three feature sums is
-// largest, so a small MLP learns it.
-data::TensorDataset Synthetic(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n * 8), y(n);
-  for (int64_t i = 0; i < n; ++i) {
-    float sums[3] = {0, 0, 0};
-    for (int64_t j = 0; j < 8; ++j) {
-      x[i * 8 + j] = rng.Uniform() * 2 - 1;
-      sums[j % 3] += x[i * 8 + j];
-    }
-    y[i] = static_cast<float>(std::max_element(sums, sums + 3) - sums);
-  }
-  return data::TensorDataset(Tensor::FromVector(x, {n, 8}), Tensor::FromVector(y, {n}), 3,
-                             "synthetic");
-}
-
-struct Fixture {
-  data::TensorDataset train = Synthetic(384, 1), test = Synthetic(128, 2);
-  TrainTask task;
-  Fixture() {
-    task.name = "synthetic";
-    task.train = &train;
-    task.test = &test;
-    task.build_model = [](const ModelContext& m) {
-      Rng rng(m.seed);
-      MlpOptions options;
-      options.device = m.device;
-      options.precision = m.precision;
-      return Mlp({8, 16, 3}, Activation::kRelu, rng, options);
-    };
-  }
-};
+using Fixture = testing::SyntheticTask;
 
 TrainConfig Quick() {
   TrainConfig c;
