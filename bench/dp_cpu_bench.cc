@@ -32,6 +32,11 @@
 // worker (0: hardware threads / workers, see core/cpu/cpu_threads.h).
 // --precision=bf16 trains in bfloat16 (layers/precision.h: bf16 activations
 // and GEMMs, float32 master weights and gradients).
+// --variants runs each configuration as each of: plain (the all-reduce, then
+// SGD's Step), sharded (ZeRO-1: ShardedOptimizerHook, as --shard_optimizer),
+// deterministic (each batch in --micro_shards pieces summed in one fixed
+// tree: DeterministicSumHook, as --deterministic) and
+// deterministic+sharded; comma-separated.
 // loss_first / loss_last are the global-batch loss of the first warm-up step
 // and of the last timed step (cross-entropy against random labels, so it
 // barely falls); `replicas` is "same" when every rank ends with bitwise-equal
@@ -63,8 +68,10 @@
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
 #include "layers/precision.h"
+#include "parallel/deterministic_sum.h"
 #include "parallel/launcher.h"
 #include "parallel/reducer.h"
+#include "parallel/sharded_optimizer.h"
 #include "parallel/sharding.h"
 
 namespace tandem {
@@ -81,6 +88,9 @@ struct BenchConfig {
   std::vector<int64_t> workers = {1};  // threads mode only
   std::vector<bool> overlaps = {true, false};
   std::vector<double> bucket_mbs = {4.0};
+  // "plain", "sharded", "deterministic", "deterministic+sharded".
+  std::vector<std::string> variants = {"plain"};
+  int micro_shards = 4;  // deterministic variants' pieces per batch
   std::vector<int64_t> hidden = {1024, 1024};
   int64_t inputs = 784;
   int64_t classes = 10;
@@ -191,12 +201,13 @@ RandomData MakeData(const BenchConfig& c) {
 }
 
 // A result row's configuration fields.
-bench::Row ConfigRow(const BenchConfig& c, int workers, bool overlap, double bucket_mb,
-                     int64_t buckets, int64_t params) {
+bench::Row ConfigRow(const BenchConfig& c, int workers, const std::string& variant, bool overlap,
+                     double bucket_mb, int64_t buckets, int64_t params) {
   bench::Row row;
   row.Add("bench", "dp_cpu")
       .Add("mode", c.mode)
       .Add("workers", workers)
+      .Add("variant", variant)
       .Add("precision", PrecisionName(c.precision))
       .Add("overlap", overlap ? "on" : "off")
       .Add("bucket_mb", bench::Fixed(bucket_mb, bucket_mb == std::floor(bucket_mb) ? 0 : 2))
@@ -233,9 +244,35 @@ void AddLatencies(bench::Row& row, const BenchConfig& c, const CommLatency& late
       .Add("barrier_us", latency.barrier_us, 1);
 }
 
+// This rank's rows of a batch, and its pieces (rows within them): one piece,
+// or with a deterministic variant its micro-shards (MicroShardBlock).
+struct RankRows {
+  ShardRange rows;
+  std::vector<ShardRange> pieces;
+};
+
+RankRows RowsOf(const BenchConfig& c, const Worker& worker, bool deterministic) {
+  RankRows r;
+  if (!deterministic) {
+    r.rows = Shard(c.batch_size, worker.rank, worker.size);
+    r.pieces = {{0, r.rows.size()}};
+    return r;
+  }
+  r.rows = MicroShardBlock(c.batch_size, c.micro_shards, worker.rank, worker.size);
+  const int per_rank = c.micro_shards / worker.size;
+  for (int j = 0; j < per_rank; ++j) {
+    const ShardRange piece = Shard(c.batch_size, worker.rank * per_rank + j, c.micro_shards);
+    r.pieces.push_back({piece.begin - r.rows.begin, piece.end - r.rows.begin});
+  }
+  return r;
+}
+
 // One configuration on this worker; returns the row (meaningful on rank 0).
 bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& data,
-                     bool overlap, double bucket_mb, const CommLatency& latency) {
+                     const std::string& variant, bool overlap, double bucket_mb,
+                     const CommLatency& latency) {
+  const bool sharded = variant == "sharded" || variant == "deterministic+sharded";
+  const bool deterministic = variant.rfind("deterministic", 0) == 0;
   std::vector<int64_t> sizes = {c.inputs};
   sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
   sizes.push_back(c.classes);
@@ -246,13 +283,28 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   ReducerOptions options;
   options.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
   options.overlap = overlap;
+  options.shard_optimizer = sharded;
   Reducer reducer(*model, worker.comm, options);
   SgdParams sgd_params;
   sgd_params.lr = c.lr;
   Sgd sgd(model->Parameters(), sgd_params);
+  DeterministicSumHook* tree = nullptr;
+  std::unique_ptr<CommHook> sum;
+  if (deterministic) {
+    auto hook = std::make_unique<DeterministicSumHook>();
+    tree = hook.get();
+    sum = std::move(hook);
+  }
+  if (sharded) {
+    reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(
+        sgd, ShardedOptimizerOptions{}, std::move(sum)));
+  } else if (sum) {
+    reducer.RegisterCommHook(std::move(sum));
+  }
   SoftmaxCrossEntropyLoss loss;
 
-  const ShardRange shard = Shard(c.batch_size, worker.rank, worker.size);
+  const RankRows mine = RowsOf(c, worker, deterministic);
+  const ShardRange shard = mine.rows;
   std::vector<Tensor> xs, ys;
   for (int s = 0; s < c.data_sets; ++s) {
     xs.push_back(data.x[s].Slice(shard.begin, shard.end));
@@ -265,22 +317,32 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   BackwardArgs backward = BackwardArgs::For(worker.device);
   backward.input_grad = false;
   backward.grad_mode = GradMode::kOverwrite;
+  // Returns this rank's share of the loss (the CPU backend has finished).
   auto step = [&](int i) {
-    Tensor logits = model->Forward(xs[i % c.data_sets]);
-    // Normalised by the global batch: see Note [Gradient averaging].
-    Tensor value = loss.Forward(logits, ys[i % c.data_sets], c.batch_size);
-    reducer.BackwardWith(loss.Backward(), backward);
-    sgd.Step();
+    float value = 0.f;
+    for (size_t j = 0; j < mine.pieces.size(); ++j) {
+      const ShardRange& piece = mine.pieces[j];
+      const bool last = j + 1 == mine.pieces.size();
+      Tensor logits = model->Forward(xs[i % c.data_sets].Slice(piece.begin, piece.end));
+      // Normalised by the global batch: see Note [Gradient averaging].
+      value += loss.Forward(logits, ys[i % c.data_sets].Slice(piece.begin, piece.end),
+                            c.batch_size)
+                   .Item();
+      reducer.BackwardWith(loss.Backward(), backward,
+                           last ? GradientSync::kReduce : GradientSync::kAccumulateLocally);
+      if (!last) tree->KeepLeaf(backward.lane);
+    }
+    if (!sharded) sgd.Step();  // the sharded hook stepped
     comm_wait += reducer.last_comm_wait_seconds();
     return value;
   };
 
   for (int i = 0; i < c.warmup; ++i) {
-    Tensor value = step(i);
-    if (i == 0) first_loss = value.Item();
+    const float value = step(i);
+    if (i == 0) first_loss = value;
   }
   comm_wait = 0;
-  Tensor value;
+  float value = 0.f;
   int k = c.warmup;
   std::vector<double> run_ms;  // per run: ms per step, slowest rank
   for (int r = 0; r < c.repeats; ++r) {
@@ -289,7 +351,7 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
     for (int i = 0; i < c.steps; ++i) value = step(k++);
     run_ms.push_back(bench::MaxOverRanks(worker.comm, 1e3 * SecondsSince(start) / c.steps));
   }
-  last_loss = value.Item();  // the CPU backend has finished already
+  last_loss = value;
 
   // Each rank's loss is its shard's share of the global-batch mean.
   float losses[2] = {first_loss, last_loss};
@@ -302,8 +364,8 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
       worker.comm, 1e3 * comm_wait / (static_cast<double>(c.steps) * c.repeats));
   const bool same = ReplicasIdentical(worker.comm, *model);
   TANDEM_CHECK(std::isfinite(last_loss)) << "loss is not finite; lower --lr";
-  bench::Row row = ConfigRow(c, worker.size, overlap, bucket_mb, reducer.num_buckets(),
-                             ParameterCount(*model));
+  bench::Row row = ConfigRow(c, worker.size, variant, overlap, bucket_mb,
+                             reducer.num_buckets(), ParameterCount(*model));
   AddTimes(row, c, worker.size, step_ms, step_ms_min, wait_ms);
   AddLatencies(row, c, latency);
   row.Add("loss_first", first_loss, 4)
@@ -317,10 +379,12 @@ void RunLaunch(const BenchConfig& c, const LaunchOptions& launch,
   const RandomData data = MakeData(c);
   Launch(launch, [&](Worker& worker) {
     const CommLatency latency = MeasureComm(worker.comm, c);
-    for (bool overlap : c.overlaps) {
-      for (double bucket_mb : c.bucket_mbs) {
-        bench::Row row = RunConfig(worker, c, data, overlap, bucket_mb, latency);
-        if (worker.is_root()) results.PrintAndKeep(row);
+    for (const std::string& variant : c.variants) {
+      for (bool overlap : c.overlaps) {
+        for (double bucket_mb : c.bucket_mbs) {
+          bench::Row row = RunConfig(worker, c, data, variant, overlap, bucket_mb, latency);
+          if (worker.is_root()) results.PrintAndKeep(row);
+        }
       }
     }
   });
@@ -344,7 +408,7 @@ int main(int argc, char** argv) {
   using namespace tandem;
   BenchConfig c;
   std::string workers = "1", overlap = "both", bucket_mb = "4", hidden = "1024,1024";
-  std::string precision = "fp32";
+  std::string precision = "fp32", variants = "plain";
   CLI::App app{"Tandem: CPU data-parallel training throughput and collective latency"};
   app.option_defaults()->always_capture_default();
   app.add_option("--mode", c.mode, "threads (one process) or mpi (started by mpirun)");
@@ -364,6 +428,10 @@ int main(int argc, char** argv) {
   app.add_option("--comm_iters", c.comm_iters, "repetitions of each latency measurement");
   app.add_option("--small_bytes", c.small_bytes, "small all-reduce size in bytes");
   app.add_option("--large_bytes", c.large_bytes, "large all-reduce size in bytes");
+  app.add_option("--variants", variants,
+                 "plain, sharded, deterministic and/or deterministic+sharded, comma-separated");
+  app.add_option("--micro_shards", c.micro_shards,
+                 "deterministic variants: pieces per batch (a power of two)");
   app.add_option("--cpu_threads", c.cpu_threads,
                  "intra-op threads per worker; 0: hardware threads / workers");
   CLI11_PARSE(app, argc, argv);
@@ -376,6 +444,16 @@ int main(int argc, char** argv) {
     c.bucket_mbs = bench::ParseDoubleList(bucket_mb, "--bucket_mb");
     c.hidden = bench::ParseIntList(hidden, "--hidden");
     c.precision = ParsePrecision(precision);
+    c.variants = bench::SplitList(variants);
+    TANDEM_CHECK(!c.variants.empty()) << "--variants is empty";
+    for (const std::string& v : c.variants) {
+      TANDEM_CHECK(v == "plain" || v == "sharded" || v == "deterministic" ||
+                   v == "deterministic+sharded")
+          << "--variants: '" << v
+          << "' is not a variant; use plain, sharded, deterministic or deterministic+sharded";
+    }
+    TANDEM_CHECK(IsPowerOfTwo(c.micro_shards))
+        << "--micro_shards must be a power of two, got " << c.micro_shards;
     CheckCounts(c);
 
     cpu::SetCpuThreads(c.cpu_threads);
@@ -408,7 +486,7 @@ int main(int argc, char** argv) {
               << hidden << "-10 (" << rows[0].Get("params") << " params), global batch "
               << c.batch_size << ", " << c.repeats << " runs of " << c.steps
               << " timed steps after " << c.warmup << " warm-up steps";
-      results.PrintTable({"mode", "precision", "workers", "cpu_threads", "overlap",
+      results.PrintTable({"mode", "precision", "workers", "variant", "cpu_threads", "overlap",
                           "bucket_mb", "buckets", "step_ms", "step_ms_min", "samples_per_s",
                           "gflops", "gflops_per_core", "comm_wait_ms", "ar_small_us",
                           "ar_large_us", "ar_large_GBps", "barrier_us", "replicas"},

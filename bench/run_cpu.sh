@@ -13,6 +13,8 @@
 #   bench/run_cpu.sh gemm-paths CORES ROUNDS CPU_GEMM_BENCH    the GEMMs on each float32 path
 #   bench/run_cpu.sh widened CORES ROUNDS DP_CPU_BENCH         bf16 computed in float32
 #   bench/run_cpu.sh gpt CORES GPT [STEPS [FLAGS...]]          examples/gpt beside PyTorch
+#   bench/run_cpu.sh variants CORES ROUNDS DP_CPU_BENCH [FLAGS...]
+#                                                              plain, sharded, deterministic
 #
 # CORES is a taskset list of this machine's cores ("3", "0-7", "2,3"); LAYOUTS
 # a comma-separated list of WORKERSxTHREADS ("1x1", "1x8,2x4").
@@ -375,6 +377,37 @@ gpt() {
     "torch_val_loss=$(value val_loss <<< "$torch")"
 }
 
+# The step with and without --shard_optimizer and --deterministic
+# (dp_cpu_bench --variants): one worker per core of CORES, one thread each,
+# 128 samples per worker, FLAGS to every run (--precision=bf16, say). Each
+# round runs all four variants in one process, one after the other; the
+# summary gives each variant's median step over the rounds and its ratio to
+# the plain step's.
+variants() {
+  [ $# -ge 3 ] || usage
+  cores=$1 rounds=$2 bins=("$3")
+  local bin=$3 r
+  shift 3
+  round_args
+  log=$(mktemp)  # global: the trap runs after this function returns
+  trap 'rm -f "$log"' EXIT
+  for r in $(seq 1 "$rounds"); do
+    taskset -c "$cores" "$bin" --mode=threads --workers="$n" --cpu_threads=1 \
+      --batch_size=$((128 * n)) --overlap=on --steps=20 --repeats=5 \
+      --variants=plain,sharded,deterministic,deterministic+sharded "$@" |
+      grep '^result' | sed "s/^result/round=$r/" || { echo "$me: round $r failed" >&2; exit 1; }
+  done | tee "$log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+  median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+  local v plain m
+  plain=$(grep ' variant=plain ' "$log" | grep -o 'step_ms=[0-9.]*' | cut -d= -f2 | median)
+  for v in plain sharded deterministic deterministic+sharded; do
+    m=$(grep " variant=$v " "$log" | grep -o 'step_ms=[0-9.]*' | cut -d= -f2 | median)
+    echo "summary cores=$cores workers=$n rounds=$rounds variant=$v step_ms_median=$m" \
+      "vs_plain=$(awk -v a="$m" -v b="$plain" 'BEGIN { printf "%.3f", a / b }')"
+  done
+}
+
 [ $# -ge 1 ] && shift
 case "$what" in
   ab) ab "$@" ;;
@@ -384,5 +417,6 @@ case "$what" in
   gemm-paths) gemm_paths "$@" ;;
   widened) widened "$@" ;;
   gpt) gpt "$@" ;;
+  variants) variants "$@" ;;
   *) usage ;;
 esac

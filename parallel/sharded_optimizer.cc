@@ -50,8 +50,9 @@ namespace tandem {
 // the caller's lane, which waited for the gathers, which followed the
 // updates.
 
-ShardedOptimizerHook::ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options)
-    : optimizer_(optimizer), options_(options) {
+ShardedOptimizerHook::ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options,
+                                           std::unique_ptr<CommHook> reduce)
+    : optimizer_(optimizer), options_(options), reduce_(std::move(reduce)) {
   TANDEM_CHECK(options.max_grad_norm >= 0.f)
       << "ShardedOptimizerOptions::max_grad_norm is " << options.max_grad_norm
       << " (--clip_grad_norm): 0 turns clipping off, a positive norm clips";
@@ -78,6 +79,7 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
   TANDEM_CHECK(held == theirs.size())
       << "optimizer '" << optimizer_.Name() << "' holds " << theirs.size()
       << " parameters but the model has " << held << ": build it over the model's Parameters()";
+  if (reduce_) reduce_->Bind(buckets);
   if (buckets.empty()) return;
 
   Communicator& first = *buckets[0].comm;
@@ -128,7 +130,8 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
   // The values were copied and the state zeroed on the main lane.
   ops::WaitFor(lane_.get(), backend.main_lane());
   if (norm_wanted()) {
-    squares_ = Tensor::Zeros({1, static_cast<int64_t>(buckets_.size())}, device);
+    const size_t terms = reduce_ ? optimizer_.parameters().size() : buckets_.size();
+    squares_ = Tensor::Zeros({1, static_cast<int64_t>(terms)}, device);
     norm_ = Tensor::Zeros({1}, device);
     pair_ = Tensor::Zeros({1, 2}, device);
     factor_ = Tensor::Zeros({1}, device);
@@ -138,6 +141,7 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
 // See Note [Sharded step], 1.
 std::shared_ptr<Work> ShardedOptimizerHook::Reduce(const GradBucket& bucket,
                                                    const std::vector<Lane>& ready, bool timed) {
+  if (reduce_) return reduce_->Reduce(bucket, ready, timed);
   const Bucket& b = buckets_.at(bucket.index);
   CollectiveOptions options;
   options.after = ready;
@@ -153,9 +157,14 @@ std::shared_ptr<Work> ShardedOptimizerHook::Reduce(const GradBucket& bucket,
 void ShardedOptimizerHook::AfterReduce(const GradBucket& bucket, Work& work,
                                        const std::vector<Lane>& compute) {
   compute_ = compute;
+  if (reduce_) reduce_->AfterReduce(bucket, work, compute);
   if (options_.max_grad_norm > 0.f) return;  // the update needs the global norm
   const Lane lane = lane_.get();
-  work.WaitOn(lane);
+  if (reduce_) {
+    reduce_->WaitForGradients(bucket, work, lane);
+  } else {
+    work.WaitOn(lane);
+  }
   for (const Lane& c : compute) ops::WaitFor(lane, c);
   optimizer_.UpdateShards({static_cast<size_t>(bucket.index)}, lane);
 }
@@ -181,6 +190,20 @@ void ShardedOptimizerHook::ComputeNorm(const Lane& lane) {
   ops::Sqrt(lane, norm_, norm_);
 }
 
+// With a `reduce` hook every rank holds the whole gradient: the norm over
+// it, parameter by parameter in the optimizer's (the model's) order, as the
+// unsharded clipper (trainer/grad_clip.h) sums it, and no all-reduce.
+void ShardedOptimizerHook::ComputeWholeNorm(const Lane& lane) {
+  const std::vector<Parameter>& params = optimizer_.parameters();
+  Tensor squares = squares_.Reshape({static_cast<int64_t>(params.size())});
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor slot = squares.Slice(i, i + 1);
+    ops::SumOfSquares(lane, *params[i].grad, slot);
+  }
+  ops::RowSum(lane, squares_, norm_);
+  ops::Sqrt(lane, norm_, norm_);
+}
+
 // factor = max_norm / max(norm + eps, max_norm), as the unsharded clipper:
 // 1 while the norm is at most max_norm.
 void ShardedOptimizerHook::ClipShards(const Lane& lane) {
@@ -203,9 +226,14 @@ void ShardedOptimizerHook::FinishStep(const Lane& lane) {
     return;
   }
   const Lane update = lane_.get();
+  if (reduce_) reduce_->FinishStep(lane);  // `lane` sees the sums
   if (norm_wanted()) {
     ProfileRange range("gradient norm over shards");
-    ComputeNorm(lane);
+    if (reduce_) {
+      ComputeWholeNorm(lane);
+    } else {
+      ComputeNorm(lane);
+    }
     if (options_.max_grad_norm > 0.f) {
       ClipShards(lane);
       // Backward's lanes read the weights; the updates come after them and

@@ -30,6 +30,12 @@
 // global L2 norm first: each rank sums the squares of its shards, one
 // all-reduce of that scalar gives the norm, and every shard is scaled by the
 // same factor before any update.
+//
+// Deterministic mode (--deterministic) hands the hook a DeterministicSumHook
+// (parallel/deterministic_sum.h) that reduces each bucket in place of the
+// reduce-scatter and leaves every rank the whole summed gradient; the norm
+// is then taken over the whole gradient parameter by parameter, as the
+// unsharded clipper takes it, so sharded and unsharded runs agree bitwise.
 #ifndef TANDEM_PARALLEL_SHARDED_OPTIMIZER_H_
 #define TANDEM_PARALLEL_SHARDED_OPTIMIZER_H_
 
@@ -70,9 +76,13 @@ struct ShardedOptimizerOptions {
 // the hook's flat buffers. The training loop does not call Step().
 class ShardedOptimizerHook : public CommHook {
  public:
-  explicit ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options = {});
+  // `reduce`: null to reduce-scatter each bucket, or a hook that sums every
+  // bucket whole on every rank (DeterministicSumHook) instead.
+  explicit ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options = {},
+                                std::unique_ptr<CommHook> reduce = nullptr);
   void Bind(const std::vector<GradBucket>& buckets) override;
-  // Reduce-scatters the bucket in place: block rank() gets the sum.
+  // Reduce-scatters the bucket in place: block rank() gets the sum (or
+  // hands it to the `reduce` hook).
   std::shared_ptr<Work> Reduce(const GradBucket& bucket, const std::vector<Lane>& ready,
                                bool timed) override;
   // Without clipping: updates this rank's shard of the bucket.
@@ -115,15 +125,19 @@ class ShardedOptimizerHook : public CommHook {
   std::vector<std::pair<std::string, Tensor*>> StateOfShard(size_t i);
   bool norm_wanted() const { return options_.max_grad_norm > 0.f || options_.track_grad_norm; }
   void ComputeNorm(const Lane& lane);
+  void ComputeWholeNorm(const Lane& lane);
   void ClipShards(const Lane& lane);
 
   Optimizer& optimizer_;
   ShardedOptimizerOptions options_;
+  std::unique_ptr<CommHook> reduce_;  // null: reduce-scatter
   std::vector<Bucket> buckets_;
   int rank_ = 0;
   int size_ = 1;
   std::vector<Lane> compute_;  // backward's lanes, from the last AfterReduce
-  Tensor squares_;             // [1, buckets]: each shard's sum of squared gradients
+  // [1, buckets]: each shard's sum of squared gradients ([1, parameters]:
+  // each parameter's, with a `reduce` hook).
+  Tensor squares_;
   Tensor norm_;                // [1]
   Tensor pair_;                // [1, 2]: norm + eps, max_norm
   Tensor factor_;              // [1]

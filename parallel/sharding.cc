@@ -22,4 +22,22 @@ std::vector<int64_t> ShardIndices(const std::vector<int64_t>& batch, int rank,
   return std::vector<int64_t>(batch.begin() + r.begin, batch.begin() + r.end);
 }
 
+ShardRange MicroShardBlock(int64_t batch, int micro_shards, int rank, int world_size) {
+  TANDEM_CHECK(world_size >= 1 && micro_shards >= 1 && micro_shards % world_size == 0)
+      << world_size << " workers cannot share " << micro_shards
+      << " micro-shards evenly: the world size must divide the micro-shard count";
+  TANDEM_CHECK(rank >= 0 && rank < world_size)
+      << "rank " << rank << " outside a world of " << world_size;
+  const int per_rank = micro_shards / world_size;
+  return {Shard(batch, rank * per_rank, micro_shards).begin,
+          Shard(batch, (rank + 1) * per_rank - 1, micro_shards).end};
+}
+
+std::vector<int64_t> MicroShardBlockIndices(const std::vector<int64_t>& batch, int micro_shards,
+                                            int rank, int world_size) {
+  const ShardRange r =
+      MicroShardBlock(static_cast<int64_t>(batch.size()), micro_shards, rank, world_size);
+  return std::vector<int64_t>(batch.begin() + r.begin, batch.begin() + r.end);
+}
+
 }  // namespace tandem

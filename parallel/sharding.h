@@ -26,6 +26,20 @@ ShardRange Shard(int64_t batch, int rank, int world_size);
 std::vector<int64_t> ShardIndices(const std::vector<int64_t>& batch, int rank,
                                   int world_size);
 
+// Deterministic mode (--deterministic, Note [Deterministic sums] in
+// parallel/deterministic_sum.h): the global batch is cut into
+// `micro_shards` pieces, piece k = Shard(batch, k, micro_shards), whatever
+// the world size, and rank r takes the micro_shards / world_size pieces
+// from r * micro_shards / world_size on, contiguous:
+//
+//   MicroShardBlock(/*batch=*/10, /*micro_shards=*/4, /*rank=*/1, /*size=*/2);  // [6, 10)
+//
+// world_size must divide micro_shards.
+ShardRange MicroShardBlock(int64_t batch, int micro_shards, int rank, int world_size);
+// Its example indices, as ShardIndices.
+std::vector<int64_t> MicroShardBlockIndices(const std::vector<int64_t>& batch, int micro_shards,
+                                            int rank, int world_size);
+
 }  // namespace tandem
 
 #endif  // TANDEM_PARALLEL_SHARDING_H_

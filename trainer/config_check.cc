@@ -13,6 +13,7 @@
 
 #include "core/backend_registry.h"
 #include "parallel/checkpointer.h"
+#include "parallel/deterministic_sum.h"
 #include "parallel/launcher.h"
 
 namespace tandem {
@@ -87,6 +88,38 @@ void CheckRanges(const TrainConfig& c) {
   }
 }
 
+// --deterministic; the world size under mpirun is checked by the workers.
+void CheckDeterministic(const TrainConfig& c) {
+  CheckIn<int64_t>("--micro_shards", c.micro_shards, 1, kMaxBatch);
+  if (!IsPowerOfTwo(c.micro_shards)) {
+    Fail("--micro_shards=", c.micro_shards,
+         " is not a power of two: deterministic sums add the pieces in a binary tree");
+  }
+  if (c.accumulate > 1) {
+    Fail("--accumulate cannot be combined with --deterministic: --micro_shards already cuts "
+         "each batch into pieces whose gradients are computed one at a time");
+  }
+  if (c.bf16_allreduce) {
+    Fail("--bf16_allreduce cannot be combined with --deterministic: the deterministic sum "
+         "adds float32 gradients in a fixed order; drop one of the two flags");
+  }
+  if (c.launch.device != "cpu" && c.launch.device != "auto") {
+    Fail("--deterministic runs on the CPU only (--device=cpu), not --device=", c.launch.device,
+         ": GPU kernels are not checked to give the same bits run to run");
+  }
+  if (c.launch.mode == LaunchMode::kThreads) {
+    const int workers = c.launch.workers.value_or(1);
+    if (!IsPowerOfTwo(workers) || workers > c.micro_shards) {
+      Fail("--deterministic needs a power-of-two number of workers no larger than "
+           "--micro_shards=", c.micro_shards, ", not --workers=", workers);
+    }
+  }
+  if (c.batch_size < c.micro_shards) {
+    Fail("--batch_size=", c.batch_size, " is smaller than --micro_shards=", c.micro_shards,
+         ": every piece of a batch needs an example");
+  }
+}
+
 void CheckChoices(const TrainConfig& c) {
   if (!OneOf(c.lr_schedule, {"constant", "cosine"})) {
     Fail("--lr_schedule=", c.lr_schedule, " is not a schedule: use constant or cosine");
@@ -100,6 +133,7 @@ void CheckChoices(const TrainConfig& c) {
   if (o.name == "sgd" && !(o.momentum >= 0 && o.momentum < 1)) {
     Fail("--momentum must be in [0, 1), got ", o.momentum);
   }
+  if (c.deterministic) CheckDeterministic(c);
   if (c.shard_optimizer && c.bf16_allreduce) {
     Fail("--shard_optimizer cannot be combined with --bf16_allreduce: sharding reduce-scatters "
          "the float32 gradients itself; drop one of the two flags");

@@ -126,6 +126,12 @@ void AddParallelismFlags(CLI::App& app, TrainConfig& c, TrainerCommandLine::Raw&
   app.add_flag("--shard_optimizer", c.shard_optimizer,
                "each worker keeps and updates the optimizer state of 1/N of the parameters "
                "(ZeRO-1), which are all-gathered after backward");
+  app.add_flag("--deterministic", c.deterministic,
+               "bitwise the same parameters for any power-of-two number of workers (CPU): "
+               "gradients summed over --micro_shards pieces of each batch in one fixed order");
+  app.add_option("--micro_shards", c.micro_shards,
+                 "with --deterministic: pieces each batch is cut into (a power of two, at "
+                 "least the workers)");
   app.add_option("--gradient_comms", c.launch.gradient_comms,
                  "GPUs: NCCL communicators the gradient buckets are spread over");
   app.add_option("--cpu_threads", c.launch.cpu_threads,

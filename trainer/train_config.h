@@ -59,6 +59,17 @@ struct TrainConfig {
   // backward. Not with bf16_allreduce. Checkpoints hold the whole state, as
   // an unsharded run's do.
   bool shard_optimizer = false;
+  // --deterministic: final parameters bitwise the same for 1, 2, 4, ...
+  // workers (threads or MPI, sharded or not) on the CPU. Each global batch
+  // is cut into micro_shards pieces whatever the world size, each piece's
+  // gradient is computed alone and the pieces are summed in one fixed tree
+  // (Note [Deterministic sums] in parallel/deterministic_sum.cc).
+  // micro_shards and the worker count are powers of two, the workers at
+  // most micro_shards. Not with accumulate, bf16_allreduce or GPUs. The
+  // CPU's intra-op threads (launch.cpu_threads) default to 1 per worker
+  // then: runs agree bitwise when their --cpu_threads agree.
+  bool deterministic = false;
+  int micro_shards = 4;          // --micro_shards
   uint64_t seed = 42;            // initialisation, shuffling, dropout
   LaunchOptions launch;
   double bucket_mb = 4.0;

@@ -35,6 +35,16 @@ void CheckTask(const TrainTask& task) {
   objective.CheckData(*task.test);
 }
 
+// The launch options, with --deterministic's default of one intra-op thread
+// per worker: a GEMM split over another number of threads adds its partial
+// products in another order, so bits agree only between runs with the same
+// count (docs/parallel.md).
+LaunchOptions LaunchOf(const TrainConfig& config) {
+  LaunchOptions launch = config.launch;
+  if (config.deterministic && launch.cpu_threads == 0) launch.cpu_threads = 1;
+  return launch;
+}
+
 }  // namespace
 
 const Objective& ObjectiveOf(const TrainTask& task) {
@@ -58,7 +68,7 @@ TrainResult Train(const TrainTask& task, const TrainConfig& config, std::ostream
   const bool lone = config.launch.mode == LaunchMode::kThreads &&
                     config.launch.workers.value_or(1) == 1;
   std::exception_ptr lone_error;
-  Launch(config.launch, [&](Worker& worker) {
+  Launch(LaunchOf(config), [&](Worker& worker) {
     try {
       trainer_internal::WorkerRun(task, config, worker, log, trace.get(), shared).Run();
     } catch (...) {

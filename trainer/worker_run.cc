@@ -57,7 +57,38 @@ WorkerRun::WorkerRun(const TrainTask& task, const TrainConfig& config, Worker& w
   BuildTracing();
 }
 
+namespace {
+
+// The checks of --deterministic that need the worker: the world size under
+// mpirun, and the device "auto" chose.
+void CheckDeterministicWorker(const TrainConfig& config, const Worker& worker) {
+  if (!config.deterministic) return;
+  if (!IsPowerOfTwo(worker.size) || worker.size > config.micro_shards) {
+    throw UsageError("--deterministic needs a power-of-two number of workers no larger than "
+                     "--micro_shards=" + std::to_string(config.micro_shards) + ", not " +
+                     std::to_string(worker.size));
+  }
+  if (worker.device.is_cuda()) {
+    throw UsageError("--deterministic runs on the CPU only, but --device=" +
+                     config.launch.device + " chose " + worker.device.ToString() +
+                     ": use --device=cpu");
+  }
+}
+
+// --deterministic: the hook that sums the gradients in a fixed tree, and
+// `*kept` where the training loop hands it each piece's gradients.
+std::unique_ptr<CommHook> DeterministicReduce(const TrainConfig& config,
+                                              DeterministicSumHook** kept) {
+  if (!config.deterministic) return nullptr;
+  auto hook = std::make_unique<DeterministicSumHook>();
+  *kept = hook.get();
+  return hook;
+}
+
+}  // namespace
+
 void WorkerRun::BuildModel() {
+  CheckDeterministicWorker(config_, worker_);
   model_ = task_.build_model(
       ModelContext{worker_.device, config_.precision, config_.seed, worker_.rank});
   TANDEM_CHECK(model_ != nullptr) << task_.name << ": build_model returned no model";
@@ -75,7 +106,8 @@ void WorkerRun::BuildModel() {
     ShardedOptimizerOptions so;
     so.max_grad_norm = config_.clip_grad_norm;
     so.track_grad_norm = config_.log_every > 0;
-    auto hook = std::make_unique<ShardedOptimizerHook>(*optimizer_, so);
+    auto hook = std::make_unique<ShardedOptimizerHook>(*optimizer_, so,
+                                                       DeterministicReduce(config_, &tree_sum_));
     sharded_ = hook.get();
     reducer_->RegisterCommHook(std::move(hook));
   } else {
@@ -88,7 +120,7 @@ void WorkerRun::BuildModel() {
 }
 
 void WorkerRun::BuildUnshardedStep() {
-  std::unique_ptr<CommHook> reduce;
+  std::unique_ptr<CommHook> reduce = DeterministicReduce(config_, &tree_sum_);
   if (config_.bf16_allreduce) reduce = std::make_unique<BFloat16CompressionHook>();
   if (config_.clip_grad_norm > 0) {
     // Clipping needs the whole gradient's norm: the optimizer steps after
@@ -171,6 +203,13 @@ void WorkerRun::LogSetup() const {
          << " (--clip_grad_norm): the optimizer updates after the whole gradient is reduced, "
             "not bucket by bucket beside backward\n";
   }
+  if (config_.deterministic) {
+    log_ << "deterministic (--deterministic): each batch in " << config_.micro_shards
+         << " pieces (--micro_shards), " << config_.micro_shards / worker_.size
+         << " per worker, gradients summed in one fixed order, "
+         << (config_.launch.cpu_threads == 0 ? 1 : config_.launch.cpu_threads)
+         << " intra-op thread(s) per worker (--cpu_threads)\n";
+  }
   if (sharded_) {
     log_ << "optimizer state sharded over " << worker_.size << " worker(s) (--shard_optimizer): "
          << optimizer_->state_bytes() << " bytes each\n";
@@ -241,10 +280,18 @@ data::PrefetchOptions WorkerRun::PrefetchFor(int epoch) {
   data::PrefetchOptions options;
   options.background = config_.prefetch;
   const int rank = worker_.rank, size = worker_.size;
-  options.shard = [rank, size](const std::vector<int64_t>& batch) {
-    return ShardIndices(batch, rank, size);
-  };
-  options.max_rows = Shard(config_.batch_size, 0, size).size();
+  if (config_.deterministic) {
+    const int pieces = config_.micro_shards;
+    options.shard = [rank, size, pieces](const std::vector<int64_t>& batch) {
+      return MicroShardBlockIndices(batch, pieces, rank, size);
+    };
+    options.max_rows = MicroShardBlock(config_.batch_size, pieces, 0, size).size();
+  } else {
+    options.shard = [rank, size](const std::vector<int64_t>& batch) {
+      return ShardIndices(batch, rank, size);
+    };
+    options.max_rows = Shard(config_.batch_size, 0, size).size();
+  }
   if (tracer_) {
     // The batches of the traced steps: this run's steps 1..trace_steps,
     // counted from 0 (as global_step_ before the step).
@@ -275,6 +322,25 @@ Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t 
   return micro_loss;
 }
 
+std::vector<ShardRange> WorkerRun::MicroBatches(int64_t global_rows, int64_t rows) const {
+  std::vector<ShardRange> micro;
+  if (config_.deterministic) {
+    // This worker's pieces of the batch (MicroShardBlock), empty ones too:
+    // every piece is a leaf of the sum's tree.
+    const int per_worker = config_.micro_shards / worker_.size;
+    const int64_t first = Shard(global_rows, worker_.rank * per_worker, config_.micro_shards).begin;
+    for (int j = 0; j < per_worker; ++j) {
+      const ShardRange piece =
+          Shard(global_rows, worker_.rank * per_worker + j, config_.micro_shards);
+      micro.push_back({piece.begin - first, piece.end - first});
+    }
+    return micro;
+  }
+  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(config_.accumulate, rows));
+  for (int64_t m = 0; m < count; ++m) micro.push_back({rows * m / count, rows * (m + 1) / count});
+  return micro;
+}
+
 // Micro-batches (--accumulate) split the worker's rows in order; the first
 // writes the gradients (GradMode::kOverwrite: no ZeroGrad pass), the others
 // add to them; all but the last only accumulate locally
@@ -282,12 +348,14 @@ Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t 
 // See Note [Gradient averaging] in parallel/reducer.cc: every micro-batch's
 // loss is divided by the global batch, so the accumulated gradient is the
 // global batch's mean.
+// With --deterministic every piece writes its own gradients and all but the
+// last hand them to the tree sum (DeterministicSumHook::KeepLeaf).
 bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   ProfileRange range([&] { return "step " + std::to_string(optimizer_->steps() + 1); });
   optimizer_->set_lr(WarmedUpLr(schedule_, config_.optimizer.lr, optimizer_->steps(),
                                 total_steps_, config_.warmup_steps));
-  const int64_t rows = batch.features.dim(0);
-  const int64_t micro = std::max<int64_t>(1, std::min<int64_t>(config_.accumulate, rows));
+  const std::vector<ShardRange> pieces = MicroBatches(batch.global_size, batch.features.dim(0));
+  const int64_t micro = static_cast<int64_t>(pieces.size());
   const bool traced = tracer_ && global_step_ >= 1 && global_step_ < 1 + config_.trace_steps;
   // This worker's share of the global batch's loss: the one micro-batch's,
   // or the micro-batches' sum.
@@ -295,8 +363,7 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
   for (int64_t m = 0; m < micro; ++m) {
     const bool last = m == micro - 1;
     if (traced && last) tracer_->Begin();
-    Tensor micro_loss =
-        ForwardMicro(batch, rows * m / micro, rows * (m + 1) / micro, traced && last);
+    Tensor micro_loss = ForwardMicro(batch, pieces[m].begin, pieces[m].end, traced && last);
     if (micro == 1) {
       step_loss = micro_loss;
     } else {
@@ -305,13 +372,17 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
       step_loss = step_loss_;
     }
     if (traced && last) tracer_->LossDone();
-    if (!last) BackwardMicro(m == 0, GradientSync::kAccumulateLocally);
+    if (!last) {
+      BackwardMicro(m == 0 || tree_sum_ != nullptr, GradientSync::kAccumulateLocally);
+      if (tree_sum_) tree_sum_->KeepLeaf(BackwardArgs::For(worker_.device).lane);
+    }
   }
   ++global_step_;
   if (SkipNonFinite(step_loss, epoch)) return false;
   ops::Axpy(1.f, step_loss, loss_sum_);
   // Reduces (and updates: see BuildModel).
-  BackwardMicro(micro == 1, GradientSync::kReduce, traced ? tracer_->hooks() : nullptr);
+  BackwardMicro(micro == 1 || tree_sum_ != nullptr, GradientSync::kReduce,
+                traced ? tracer_->hooks() : nullptr);
   if (clipper_) {  // unsharded: the hook of a sharded step clips and steps
     clipper_->Clip();
     optimizer_->Step();

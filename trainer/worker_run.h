@@ -20,8 +20,10 @@
 #include "layers/optimizer.h"
 #include "layers/layer.h"
 #include "parallel/launcher.h"
+#include "parallel/deterministic_sum.h"
 #include "parallel/reducer.h"
 #include "parallel/sharded_optimizer.h"
+#include "parallel/sharding.h"
 #include "report/chrome_trace.h"
 #include "report/progress.h"
 #include "trainer/grad_clip.h"
@@ -69,6 +71,9 @@ class WorkerRun {
   data::PrefetchOptions PrefetchFor(int epoch);
   // One step on the next batch; false when it was skipped (non-finite loss).
   bool Step(const data::Batch& batch, int epoch);
+  // This worker's micro-batches of a batch of `rows` (its share): rows
+  // [begin, end) each, in order.
+  std::vector<ShardRange> MicroBatches(int64_t global_rows, int64_t rows) const;
   // Forward and loss of rows [begin, end) of the batch (the accuracy count
   // into the epoch's sum); returns the micro-batch's loss.
   Tensor ForwardMicro(const data::Batch& batch, int64_t begin, int64_t end, bool traced);
@@ -109,6 +114,9 @@ class WorkerRun {
   // --shard_optimizer: the reducer's hook, which updates this worker's
   // shards and counts the steps; null otherwise.
   ShardedOptimizerHook* sharded_ = nullptr;
+  // --deterministic: the hook that sums the gradients in a fixed tree,
+  // inside the update or sharded hook; null otherwise.
+  DeterministicSumHook* tree_sum_ = nullptr;
   std::optional<StepTracer> tracer_;
   std::optional<StepLog> step_log_;  // --log_every
   std::optional<RunReport> report_;  // rank 0's

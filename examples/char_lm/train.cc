@@ -40,6 +40,10 @@ data::TensorDataset AsDataset(Windows windows, int64_t vocab, const std::string&
 
 Corpus LoadCorpus(const CharLmConfig& config) {
   CheckConfig(config);  // every flag before the words load (Train checks again)
+  if (config.deterministic && config.model.dropout > 0) {
+    throw UsageError("--dropout cannot be combined with --deterministic: each worker draws its own "
+         "masks, so they would change with the number of workers");
+  }
   // A word list that is not there, or not a file, is the user's setup: a
   // usage error (exit 2), as a missing data set is. Looked at, not opened
   // (a FIFO would block the open); one that is there but damaged fails the

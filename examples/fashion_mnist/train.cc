@@ -39,6 +39,10 @@ void CheckModelAndData(const FashionMnistConfig& c) {
   if (!(c.dropout >= 0 && c.dropout < 1)) {
     Fail("--dropout must be in [0, 1), got " + std::to_string(c.dropout));
   }
+  if (c.deterministic && c.dropout > 0) {
+    Fail("--dropout cannot be combined with --deterministic: each worker draws its own "
+         "masks, so they would change with the number of workers");
+  }
   for (const int64_t size : c.hidden) {
     if (size < 1 || size > kMaxHiddenSize) {
       Fail("--hidden sizes must be from 1 to " + std::to_string(kMaxHiddenSize) + ", got " +
