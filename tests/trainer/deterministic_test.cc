@@ -2,8 +2,8 @@
 // parallel/deterministic_sum.cc) on the synthetic task (synthetic_task.h),
 // threads transport: final parameters bitwise the same for 1, 2 and 4
 // workers, sharded or not, with and without clipping, with a last batch
-// smaller than the pieces; without the mode they differ (so the comparison
-// can fail); and the flags it refuses.
+// smaller than the pieces, resumed on another worker count; without the mode
+// they differ (so the comparison can fail); and the flags it refuses.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -101,6 +101,38 @@ TEST(DeterministicTest, TrainsAsTheOrdinaryStep) {
   const std::vector<float> tree = TrainOn(Quick(2, true));
   ASSERT_EQ(plain.size(), tree.size());
   for (size_t i = 0; i < plain.size(); ++i) ASSERT_NEAR(plain[i], tree[i], 1e-5f) << i;
+}
+
+// A checkpoint of a deterministic run resumes bitwise on another worker
+// count, sharded or not: saved by 4 sharded workers at step 5 and finished
+// by 1 unsharded one, and saved by 1 and finished by 2 sharded.
+TEST(DeterministicTest, ResumesBitwiseAtAnotherWorkerCountShardedOrNot) {
+  struct Case {
+    int first_workers;
+    bool first_sharded;
+    int then_workers;
+    bool then_sharded;
+  };
+  const std::vector<float> whole = TrainOn(Quick(1, true));
+  int n = 0;
+  for (const Case& k : {Case{4, true, 1, false}, Case{1, false, 2, true}}) {
+    const std::string what = std::to_string(k.first_workers) +
+                             (k.first_sharded ? " sharded" : "") + " then " +
+                             std::to_string(k.then_workers) + (k.then_sharded ? " sharded" : "");
+    TrainConfig first = Quick(k.first_workers, true, Variant{k.first_sharded});
+    first.checkpoint_dir = ::testing::TempDir() + "deterministic_resume_" + std::to_string(n++);
+    first.max_steps = 5;
+    TrainOn(first);
+    TrainConfig rest = Quick(k.then_workers, true, Variant{k.then_sharded});
+    rest.checkpoint_dir = first.checkpoint_dir;
+    rest.resume = true;
+    testing::SyntheticTask f;
+    std::ostringstream log;
+    rest.quiet = false;
+    const TrainResult resumed = Train(f.task, rest, log);
+    EXPECT_NE(log.str().find("at step 5 "), std::string::npos) << what << ": " << log.str();
+    ExpectBitwiseEqual(whole, resumed.parameters, what + " vs straight on 1");
+  }
 }
 
 void ExpectUsageError(const TrainConfig& config, const std::string& needle) {
