@@ -155,8 +155,8 @@ CommLatency MeasureComm(Communicator& comm, const BenchConfig& c) {
 // FNV-1a of every parameter's bytes, in parameter order.
 uint64_t ParameterHash(Sequential& model) {
   uint64_t h = 1469598103934665603ull;
-  for (Parameter& p : model.Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
+  for (NamedParameter& p : model.Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
     const unsigned char* bytes = reinterpret_cast<const unsigned char*>(v.data());
     for (size_t i = 0; i < v.size() * sizeof(float); ++i) {
       h = (h ^ bytes[i]) * 1099511628211ull;

@@ -153,8 +153,8 @@ class Trainer {
 
   std::vector<float> FlatParameters() {
     std::vector<float> all;
-    for (Parameter& p : model_->Parameters()) {
-      const std::vector<float> v = p.value->ToVector();
+    for (NamedParameter& p : model_->Parameters()) {
+      const std::vector<float> v = p.value().ToVector();
       all.insert(all.end(), v.begin(), v.end());
     }
     return all;

@@ -36,7 +36,7 @@ Targets FindTargets(Layer& model, Optimizer& optimizer,
         << "'; names key checkpoints and must be unique";
     targets.tensors.push_back({name, tensor, owner});
   };
-  for (Parameter& p : model.Parameters()) add(p.name, p.value, "model");
+  for (NamedParameter& p : model.Parameters()) add(p.name, &p.value(), "model");
   for (const auto& [name, tensor] : optimizer_state) add(name, tensor, "optimizer");
   targets.state = model.State();
   std::set<std::string> state_names;
@@ -281,8 +281,8 @@ std::vector<std::pair<std::string, Shape>> UnshardedStateShapes(Optimizer& optim
       }
     }
   }
-  for (const Parameter& p : optimizer.parameters()) {
-    for (const std::string& suffix : suffixes) shapes.push_back({p.name + suffix, p.value->shape()});
+  for (const NamedParameter& p : optimizer.parameters()) {
+    for (const std::string& suffix : suffixes) shapes.push_back({p.name + suffix, p.value().shape()});
   }
   return shapes;
 }

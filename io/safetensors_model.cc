@@ -20,8 +20,8 @@ struct ImportPlan {
 ImportPlan PlanImport(const SafetensorsFile& file, Layer& model) {
   ImportPlan plan;
   std::set<std::string> used;
-  for (const Parameter& p : model.Parameters()) {
-    const Shape& shape = p.value->shape();
+  for (const NamedParameter& p : model.Parameters()) {
+    const Shape& shape = p.value().shape();
     TANDEM_CHECK(used.insert(p.name).second)
         << "importing safetensors into model '" << model.Name()
         << "': two parameters are named '" << p.name << "'; names key the file";
@@ -45,7 +45,7 @@ ImportPlan PlanImport(const SafetensorsFile& file, Layer& model) {
                               std::to_string(t.data.size()) + " bytes, not " +
                               t.dtype + " " + ShapeToString(shape));
     } else {
-      plan.copies.emplace_back(p.value, &t);
+      plan.copies.emplace_back(&p.value(), &t);
     }
   }
   for (const auto& [name, t] : file.tensors) {
@@ -78,10 +78,10 @@ std::string DescribeProblems(const std::vector<std::string>& problems,
 std::map<std::string, SafetensorsTensor> ParametersToSafetensors(Layer& model,
                                                                  DType dtype) {
   std::map<std::string, SafetensorsTensor> tensors;
-  for (const Parameter& p : model.Parameters()) {
+  for (const NamedParameter& p : model.Parameters()) {
     // ToVector waits for the device and widens any dtype to float.
     auto inserted = tensors.emplace(
-        p.name, SafetensorsFromFloats(p.value->ToVector(), p.value->shape(), dtype));
+        p.name, SafetensorsFromFloats(p.value().ToVector(), p.value().shape(), dtype));
     TANDEM_CHECK(inserted.second)
         << "exporting model '" << model.Name() << "' to safetensors: two "
         << "parameters are named '" << p.name << "'; names key the file";

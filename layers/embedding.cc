@@ -22,12 +22,11 @@ Embedding::Embedding(std::string name, int64_t vocab, int64_t dim, Rng& rng, Dev
   policy_.precision = options.precision;
   std::vector<float> table(static_cast<size_t>(vocab_ * dim_));
   for (float& v : table) v = rng.Normal(0.f, 1.f);
-  weight_ = Tensor::FromVector(table, {vocab_, dim_}, device);
-  weight_grad_ = Tensor::Zeros({vocab_, dim_}, device);
+  weight_ = Parameter(Tensor::FromVector(table, {vocab_, dim_}, device));
   if (policy_.bf16()) {
     // A placeholder, kept where Parameters() hands it out (Note [bf16 where
     // the device does not multiply bfloat16] in layers/precision.h).
-    weight_work_ = Tensor::Empty({0}, device, DType::kBFloat16);
+    weight_.KeepWorkingCopy(DType::kBFloat16);
     SyncWorkingCopies(*this);
   }
 }
@@ -40,9 +39,8 @@ std::string Embedding::Describe() const {
   return out.str();
 }
 
-std::vector<Parameter> Embedding::Parameters() {
-  return {{name_ + ".weight", &weight_, &weight_grad_,
-           has_working_copies() ? &weight_work_ : nullptr}};
+std::vector<NamedParameter> Embedding::Parameters() {
+  return {{name_ + ".weight", &weight_, has_working_copies()}};
 }
 
 void Embedding::CheckIndicesOnHost(const Tensor& x) const {
@@ -67,8 +65,8 @@ Tensor Embedding::Forward(const Tensor& x) {
       << "layer '" << name_ << "' (Embedding " << vocab_ << "×" << dim_
       << ") got indices of dtype " << DTypeName(x.dtype())
       << ": expected float32 whole numbers (bfloat16 cannot hold most indices exactly)";
-  TANDEM_CHECK(x.device() == weight_.device())
-      << "layer '" << name_ << "' has parameters on " << weight_.device()
+  TANDEM_CHECK(x.device() == weight_.value().device())
+      << "layer '" << name_ << "' has parameters on " << weight_.value().device()
       << " but got input on " << x.device();
   if (x.device().is_cpu()) CheckIndicesOnHost(x);
   const int64_t batch = x.dim(0), context = x.dim(1);
@@ -103,13 +101,13 @@ Tensor Embedding::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   const Lane& lane = args.lane;
   // The gradient starts from zero unless it accumulates; one left undefined
   // (an update folded into an earlier backward) is made again, as Linear does.
-  if (!weight_grad_.defined()) {
-    weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
+  if (!weight_.grad().defined()) {
+    weight_.grad() = Tensor::Zeros(weight_.value().shape(), weight_.value().device());
   } else if (args.update != nullptr || args.grad_mode == GradMode::kOverwrite) {
-    ops::Fill(lane, weight_grad_, 0.f);
+    ops::Fill(lane, weight_.grad(), 0.f);
   }
-  ops::ScatterAddRows(lane, dy.Reshape({n, dim_}), x.Reshape({n}), weight_grad_);
-  if (args.update != nullptr) args.update->FromGradient(lane, &weight_, weight_grad_);
+  ops::ScatterAddRows(lane, dy.Reshape({n, dim_}), x.Reshape({n}), weight_.grad());
+  if (args.update != nullptr) args.update->FromGradient(lane, weight_, weight_.grad());
   if (args.on_params_ready) args.on_params_ready();
   indices_.Reset();
   return Tensor();

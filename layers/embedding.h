@@ -63,14 +63,14 @@ class Embedding : public Layer {
   // then args.on_params_ready.
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
   // "<name>.weight", [vocab, dim].
-  std::vector<Parameter> Parameters() override;
+  std::vector<NamedParameter> Parameters() override;
   std::string Name() const override { return name_; }
   // "emb (Embedding 27×10)", with the precision when not fp32.
   std::string Describe() const override;
 
   int64_t vocab() const { return vocab_; }
   int64_t dim() const { return dim_; }
-  Tensor& weight() { return weight_; }
+  Tensor& weight() { return weight_.value(); }
 
  private:
   // On the CPU: throws, naming the layer, the first position of x whose
@@ -79,17 +79,18 @@ class Embedding : public Layer {
   // What Forward returns for indices [batch, context].
   Shape OutputShape(int64_t batch, int64_t context) const;
   // The dtype of activations and working copies on the table's device.
-  DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
-  bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
-  const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
+  DType compute_dtype() const { return policy_.compute_dtype(weight_.value().backend()); }
+  bool has_working_copies() const { return policy_.has_working_copies(weight_.value().backend()); }
+  const Tensor& weight_for_math() const { return has_working_copies() ? weight_.working() : weight_.value(); }
 
   std::string name_;
   int64_t vocab_;
   int64_t dim_;
   EmbeddingOptions options_;
   PrecisionPolicy policy_;
-  Tensor weight_, weight_grad_;  // [vocab, dim], float32
-  Tensor weight_work_;           // bfloat16 working copy (bf16 only; may be a placeholder)
+  // [vocab, dim], float32, with a bfloat16 working copy under bf16 (may be a
+  // placeholder).
+  Parameter weight_;
   SavedTensor indices_{"input indices"};  // [batch, context], from the last Forward
 };
 

@@ -140,10 +140,10 @@ GradCheckResult CompareLayerGradients(Layer& layer, const Tensor& x_in,
   GradCheckResult result;
   result.tensors.push_back(
       Compare("input of layer '" + layer.Name() + "'", x, dx, options, objective));
-  for (Parameter& p : layer.Parameters()) {
-    const std::vector<float> analytic = p.grad->ToVector();
+  for (NamedParameter& p : layer.Parameters()) {
+    const std::vector<float> analytic = p.grad().ToVector();
     result.tensors.push_back(
-        Compare("parameter '" + p.name + "'", *p.value, analytic, options, objective));
+        Compare("parameter '" + p.name + "'", p.value(), analytic, options, objective));
   }
   return result;
 }

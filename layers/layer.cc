@@ -67,13 +67,13 @@ Tensor Layer::BackwardWith(const Tensor& dy, const BackwardArgs& args) {
   // The simple form runs on the main lane and adds into the gradients.
   const Lane main = ops::MainLaneOf(dy);
   ops::WaitFor(main, args.lane);
-  std::vector<Parameter> params = Parameters();
+  std::vector<NamedParameter> params = Parameters();
   if (args.update != nullptr || args.grad_mode == GradMode::kOverwrite) {
-    for (Parameter& p : params) ops::Fill(main, *p.grad, 0.f);
+    for (NamedParameter& p : params) ops::Fill(main, p.grad(), 0.f);
   }
   Tensor dx = Backward(dy);
   if (args.update != nullptr) {
-    for (Parameter& p : params) args.update->FromGradient(main, p.value, *p.grad);
+    for (NamedParameter& p : params) args.update->FromGradient(main, *p.parameter, p.grad());
   }
   ops::WaitFor(args.lane, main);
   if (args.on_params_ready) args.on_params_ready();
@@ -99,8 +99,8 @@ std::vector<Entry> FromChildren(Layer& layer, Get get) {
 
 }  // namespace
 
-std::vector<Parameter> Layer::Parameters() {
-  return FromChildren<Parameter>(*this, [](Layer& child) { return child.Parameters(); });
+std::vector<NamedParameter> Layer::Parameters() {
+  return FromChildren<NamedParameter>(*this, [](Layer& child) { return child.Parameters(); });
 }
 
 std::vector<StateWord> Layer::State() {
@@ -113,42 +113,39 @@ void Layer::SetTraining(bool training) {
   OnModeChange();
 }
 
-std::vector<Parameter> PrefixedParameters(const std::string& prefix, Layer& layer) {
-  std::vector<Parameter> params = layer.Parameters();
-  for (Parameter& p : params) p.name = prefix + "." + p.name;
+std::vector<NamedParameter> PrefixedParameters(const std::string& prefix, Layer& layer) {
+  std::vector<NamedParameter> params = layer.Parameters();
+  for (NamedParameter& p : params) p.name = prefix + "." + p.name;
   return params;
 }
 
 void ZeroGrad(Layer& layer) {
-  for (Parameter& p : layer.Parameters()) {
-    if (p.grad->defined()) ops::Fill(*p.grad, 0.f);
+  for (NamedParameter& p : layer.Parameters()) {
+    if (p.grad().defined()) ops::Fill(p.grad(), 0.f);
   }
 }
 
 void MoveTo(Layer& layer, Device device) {
-  for (Parameter& p : layer.Parameters()) {
-    *p.value = p.value->To(device);
-    *p.grad = Tensor::Zeros(p.value->shape(), device);  // gradients are float32
-    // Rebuilt from the master below, if the layer keeps it on `device`.
-    if (p.working != nullptr) *p.working = Tensor::Empty({0}, device, p.working->dtype());
-  }
+  // Working copies are rebuilt from the masters below, where the layer
+  // computes with them on `device`.
+  for (NamedParameter& p : layer.Parameters()) p.parameter->MoveTo(device);
   SyncWorkingCopies(layer);
 }
 
 void SyncWorkingCopies(Layer& layer) {
-  for (Parameter& p : layer.Parameters()) {
-    if (p.working == nullptr) continue;
-    Tensor& working = *p.working;
-    if (working.shape() != p.value->shape() || working.device() != p.value->device()) {
-      working = Tensor::Empty(p.value->shape(), p.value->device(), working.dtype());
+  for (NamedParameter& p : layer.Parameters()) {
+    if (p.working() == nullptr) continue;
+    Tensor& working = *p.working();
+    if (working.shape() != p.value().shape() || working.device() != p.value().device()) {
+      working = Tensor::Empty(p.value().shape(), p.value().device(), working.dtype());
     }
-    ops::Cast(*p.value, working);
+    ops::Cast(p.value(), working);
   }
 }
 
 int64_t ParameterCount(Layer& layer) {
   int64_t n = 0;
-  for (Parameter& p : layer.Parameters()) n += p.value->numel();
+  for (NamedParameter& p : layer.Parameters()) n += p.value().numel();
   return n;
 }
 

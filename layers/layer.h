@@ -8,7 +8,7 @@
 //    public:
 //     Tensor Forward(const Tensor& x) override { ... }
 //     Tensor Backward(const Tensor& dy) override { ... }
-//     std::vector<Parameter> Parameters() override { return {{"w", &w_, &dw_}}; }
+//     std::vector<NamedParameter> Parameters() override { return {{"w", &w_}}; }
 //     std::string Name() const override { return name_; }
 //   };
 //
@@ -45,16 +45,13 @@
 
 #include "core/lane.h"
 #include "core/tensor.h"
+#include "layers/parameter.h"
 
 namespace tandem {
 
-// A named parameter: pointers to the owning layer's value and gradient
-// tensors. Pointers (not copies) so that the framework can re-home both into
-// flat buffers (e.g. the reducer's gradient buckets) by assigning views.
-// A mixed-precision layer (layers/precision.h) computes with a `working`
-// copy in its compute dtype, where its device computes in bfloat16 (null
-// elsewhere); `value` is then the float32 master, which optimizers update
-// (writing the working copy in the same pass) and checkpoints keep.
+// A layer's parameters are Parameter objects (layers/parameter.h), each
+// owning its float32 master value, its gradient and its working copy, and
+// handed out by Parameters() as NamedParameter handles.
 //
 // Note [Parameter names]
 // A parameter's (or state word's) name keys checkpoints and errors, so a
@@ -66,13 +63,6 @@ namespace tandem {
 // wrapper gets the wrapper's prefix. Sequential::Add refuses a layer whose
 // parameter or state names repeat one already in the model, naming both
 // layers.
-struct Parameter {
-  std::string name;
-  Tensor* value;
-  Tensor* grad;
-  Tensor* working = nullptr;
-};
-
 // A word of a layer's state other than its parameters, which a resumed run
 // needs to continue bit for bit and a recomputed forward needs to repeat the
 // first: a Dropout's position in its mask stream, a step counter. Named as
@@ -100,13 +90,13 @@ class InBackwardUpdate {
   virtual ~InBackwardUpdate() = default;
   // The gradient of `param` is op(a) op(b) [param's shape], a GEMM the layer
   // runs with TF32 tensor cores when `tf32`; the update is that GEMM.
-  virtual void FromGemm(const Lane& lane, Tensor* param, const Tensor& a,
+  virtual void FromGemm(const Lane& lane, Parameter& param, const Tensor& a,
                         bool trans_a, const Tensor& b, bool trans_b, bool tf32) = 0;
   // The gradient of `param` [cols] is the column sums of x [rows, cols].
-  virtual void FromColumnSums(const Lane& lane, Tensor* param,
+  virtual void FromColumnSums(const Lane& lane, Parameter& param,
                               const Tensor& x) = 0;
   // Any other gradient, already computed.
-  virtual void FromGradient(const Lane& lane, Tensor* param,
+  virtual void FromGradient(const Lane& lane, Parameter& param,
                             const Tensor& grad) = 0;
 };
 
@@ -195,7 +185,7 @@ class Layer {
   // The parameters of this layer and of every layer below it. The default
   // gives the children's, each name prefixed by ChildPrefix(); a layer with
   // parameters of its own returns them (and its children's, if it has any).
-  virtual std::vector<Parameter> Parameters();
+  virtual std::vector<NamedParameter> Parameters();
   // The state words of this layer and of every layer below it; the default
   // gives the children's, prefixed as their parameters are.
   virtual std::vector<StateWord> State();
@@ -253,7 +243,7 @@ Tensor BackwardReported(Layer& model, const Tensor& dy, BackwardArgs args);
 
 // `layer`'s parameters with their names prefixed by `prefix` and a dot:
 // what a wrapper's Parameters() returns (Note [Parameter names]).
-std::vector<Parameter> PrefixedParameters(const std::string& prefix, Layer& layer);
+std::vector<NamedParameter> PrefixedParameters(const std::string& prefix, Layer& layer);
 // Sets every gradient of `layer` to zero, on the main lane.
 void ZeroGrad(Layer& layer);
 // Moves parameters (and zeroed gradients) of `layer` to `device`; working

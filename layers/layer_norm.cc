@@ -17,15 +17,13 @@ LayerNorm::LayerNorm(std::string name, int64_t features, Device device,
   TANDEM_CHECK(options_.eps >= 0.f)
       << "layer '" << name_ << "': LayerNorm eps must be >= 0, got " << options_.eps;
   policy_.precision = options.precision;
-  weight_ = Tensor::Full({features_}, 1.f, device);
-  weight_grad_ = Tensor::Zeros({features_}, device);
-  bias_ = Tensor::Zeros({features_}, device);
-  bias_grad_ = Tensor::Zeros({features_}, device);
+  weight_ = Parameter(Tensor::Full({features_}, 1.f, device));
+  bias_ = Parameter(Tensor::Zeros({features_}, device));
   if (policy_.bf16()) {
     // Placeholders, kept where Parameters() hands them out (Note [bf16 where
     // the device does not multiply bfloat16] in layers/precision.h).
-    weight_work_ = Tensor::Empty({0}, device, DType::kBFloat16);
-    bias_work_ = Tensor::Empty({0}, device, DType::kBFloat16);
+    weight_.KeepWorkingCopy(DType::kBFloat16);
+    bias_.KeepWorkingCopy(DType::kBFloat16);
     SyncWorkingCopies(*this);
   }
 }
@@ -38,10 +36,9 @@ std::string LayerNorm::Describe() const {
   return out.str();
 }
 
-std::vector<Parameter> LayerNorm::Parameters() {
+std::vector<NamedParameter> LayerNorm::Parameters() {
   const bool working = has_working_copies();
-  return {{name_ + ".weight", &weight_, &weight_grad_, working ? &weight_work_ : nullptr},
-          {name_ + ".bias", &bias_, &bias_grad_, working ? &bias_work_ : nullptr}};
+  return {{name_ + ".weight", &weight_, working}, {name_ + ".bias", &bias_, working}};
 }
 
 Tensor LayerNorm::Forward(const Tensor& x) {
@@ -49,8 +46,8 @@ Tensor LayerNorm::Forward(const Tensor& x) {
       << "layer '" << name_ << "' (LayerNorm " << features_ << ") got input "
       << ShapeToString(x.shape()) << ": expected [rows, " << features_ << "] or [..., "
       << features_ << "]";
-  TANDEM_CHECK(x.device() == weight_.device())
-      << "layer '" << name_ << "' has parameters on " << weight_.device()
+  TANDEM_CHECK(x.device() == weight_.value().device())
+      << "layer '" << name_ << "' has parameters on " << weight_.value().device()
       << " but got input on " << x.device();
   // [..., features] is [rows, features] as a view: the fused op sees rows.
   const int64_t rows = x.numel() / features_;
@@ -85,9 +82,9 @@ Tensor LayerNorm::BackwardWith(const Tensor& dy_in, const BackwardArgs& args) {
   // Gradients start from zero unless they accumulate; one left undefined
   // (an update folded into an earlier backward) is made again, as Linear does.
   const bool fresh = args.update != nullptr || args.grad_mode == GradMode::kOverwrite;
-  for (Tensor* grad : {&weight_grad_, &bias_grad_}) {
+  for (Tensor* grad : {&weight_.grad(), &bias_.grad()}) {
     if (!grad->defined()) {
-      *grad = Tensor::Zeros(weight_.shape(), weight_.device());
+      *grad = Tensor::Zeros(weight_.value().shape(), weight_.value().device());
     } else if (fresh) {
       ops::Fill(lane, *grad, 0.f);
     }
@@ -96,10 +93,10 @@ Tensor LayerNorm::BackwardWith(const Tensor& dy_in, const BackwardArgs& args) {
   Tensor dx;
   if (args.input_grad) dx = Tensor::Empty(x.shape(), x.device(), compute_dtype());
   ops::LayerNormBackward(lane, x, g, weight_for_math(), mean_, rstd_,
-                         args.input_grad ? &dx : nullptr, &weight_grad_, &bias_grad_);
+                         args.input_grad ? &dx : nullptr, &weight_.grad(), &bias_.grad());
   if (args.update != nullptr) {
-    args.update->FromGradient(lane, &weight_, weight_grad_);
-    args.update->FromGradient(lane, &bias_, bias_grad_);
+    args.update->FromGradient(lane, weight_, weight_.grad());
+    args.update->FromGradient(lane, bias_, bias_.grad());
   }
   if (args.on_params_ready) args.on_params_ready();
   // One Backward per Forward: what Forward kept goes back to the allocator.

@@ -52,30 +52,30 @@ class LayerNorm : public Layer {
   // weight and bias and dx in one fused pass, then args.on_params_ready.
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
   // "<name>.weight" and "<name>.bias", [features].
-  std::vector<Parameter> Parameters() override;
+  std::vector<NamedParameter> Parameters() override;
   std::string Name() const override { return name_; }
   // "ln1 (LayerNorm 64)", with the precision when not fp32.
   std::string Describe() const override;
 
   int64_t features() const { return features_; }
   float eps() const { return options_.eps; }
-  Tensor& weight() { return weight_; }
-  Tensor& bias() { return bias_; }
+  Tensor& weight() { return weight_.value(); }
+  Tensor& bias() { return bias_.value(); }
 
  private:
   // The dtype of activations and working copies on the parameters' device.
-  DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
-  bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
-  const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
-  const Tensor& bias_for_math() const { return has_working_copies() ? bias_work_ : bias_; }
+  DType compute_dtype() const { return policy_.compute_dtype(weight_.value().backend()); }
+  bool has_working_copies() const { return policy_.has_working_copies(weight_.value().backend()); }
+  const Tensor& weight_for_math() const { return has_working_copies() ? weight_.working() : weight_.value(); }
+  const Tensor& bias_for_math() const { return has_working_copies() ? bias_.working() : bias_.value(); }
 
   std::string name_;
   int64_t features_;
   LayerNormOptions options_;
   PrecisionPolicy policy_;
-  Tensor weight_, weight_grad_;     // [features], float32
-  Tensor bias_, bias_grad_;         // [features], float32
-  Tensor weight_work_, bias_work_;  // bfloat16 working copies (bf16 only; may be placeholders)
+  // [features], float32, with bfloat16 working copies under bf16 (may be
+  // placeholders).
+  Parameter weight_, bias_;
   // From the last Forward, for Backward: the input in the compute dtype,
   // and each row's mean and 1 / sqrt(var + eps), float32 [rows].
   SavedTensor input_{"input"};  // [rows, features]

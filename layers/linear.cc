@@ -60,19 +60,15 @@ Linear::Linear(std::string name, int64_t in_features, int64_t out_features,
       << "layer '" << name_ << "': Linear sizes must be positive, got " << in_
       << "→" << out_;
   policy_.precision = options.precision;
-  weight_ = Tensor::FromVector(InitialWeights(options.init, in_, out_, rng),
-                               {out_, in_}, options.device);
-  weight_grad_ = Tensor::Zeros({out_, in_}, options.device);
-  if (options.bias) {
-    bias_ = Tensor::Zeros({out_}, options.device);
-    bias_grad_ = Tensor::Zeros({out_}, options.device);
-  }
+  weight_ = Parameter(Tensor::FromVector(InitialWeights(options.init, in_, out_, rng),
+                                         {out_, in_}, options.device));
+  if (options.bias) bias_ = Parameter(Tensor::Zeros({out_}, options.device));
   if (policy_.bf16()) {
     // Empty placeholders: SyncWorkingCopies allocates and writes them where
     // Parameters() hands them out (Note [bf16 where the device does not
     // multiply bfloat16] in layers/precision.h).
-    weight_work_ = Tensor::Empty({0}, options.device, DType::kBFloat16);
-    if (options.bias) bias_work_ = Tensor::Empty({0}, options.device, DType::kBFloat16);
+    weight_.KeepWorkingCopy(DType::kBFloat16);
+    if (options.bias) bias_.KeepWorkingCopy(DType::kBFloat16);
     SyncWorkingCopies(*this);
   }
 }
@@ -88,13 +84,10 @@ std::string Linear::Describe() const {
   return out.str();
 }
 
-std::vector<Parameter> Linear::Parameters() {
+std::vector<NamedParameter> Linear::Parameters() {
   const bool working = has_working_copies();
-  std::vector<Parameter> params = {
-      {name_ + ".weight", &weight_, &weight_grad_, working ? &weight_work_ : nullptr}};
-  if (options_.bias) {
-    params.push_back({name_ + ".bias", &bias_, &bias_grad_, working ? &bias_work_ : nullptr});
-  }
+  std::vector<NamedParameter> params = {{name_ + ".weight", &weight_, working}};
+  if (options_.bias) params.push_back({name_ + ".bias", &bias_, working});
   return params;
 }
 
@@ -111,8 +104,8 @@ Tensor Linear::Forward(const Tensor& x) {
       << "layer '" << name_ << "' (Linear " << in_ << "→" << out_
       << ") got input " << ShapeToString(x.shape()) << ": expected [batch, "
       << in_ << "] or [..., " << in_ << "]";
-  TANDEM_CHECK(x.device() == weight_.device())
-      << "layer '" << name_ << "' has parameters on " << weight_.device()
+  TANDEM_CHECK(x.device() == weight_.value().device())
+      << "layer '" << name_ << "' has parameters on " << weight_.value().device()
       << " but got input on " << x.device();
   // [..., in] is [rows, in] as a view: the GEMMs below see only 2-D tensors,
   // and the output goes back to [..., out] as a view too.
@@ -189,15 +182,15 @@ Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args
   // into float32 sums that the update reads on the parameter lane.
   PreActivationGrad grad{dz, Tensor()};
   if (args.update != nullptr) {
-    grad.bias_sums = Tensor::Empty(bias_.shape(), bias_.device());
+    grad.bias_sums = Tensor::Empty(bias_.value().shape(), bias_.value().device());
     ops::ActivationBackwardColumnSums(lane, options_.activation, pre_activation_.tensor(), g,
                                       dz, grad.bias_sums);
     return grad;
   }
-  if (!bias_grad_.defined()) bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
+  if (!bias_.grad().defined()) bias_.grad() = Tensor::Zeros(bias_.value().shape(), bias_.value().device());
   const float beta = args.grad_mode == GradMode::kAccumulate ? 1.f : 0.f;
   ops::ActivationBackwardColumnSums(lane, options_.activation, pre_activation_.tensor(), g, dz,
-                                    bias_grad_, beta);
+                                    bias_.grad(), beta);
   return grad;
 }
 
@@ -232,29 +225,29 @@ void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGra
     UsedOnParamLane(args, dz_t);
   }
   if (args.update != nullptr) {
-    weight_grad_ = Tensor();
-    bias_grad_ = Tensor();
-    args.update->FromGemm(lane, &weight_, *a, trans_a, input_.tensor(), false, policy_.tf32());
+    weight_.grad() = Tensor();
+    bias_.grad() = Tensor();
+    args.update->FromGemm(lane, weight_, *a, trans_a, input_.tensor(), false, policy_.tf32());
     if (BiasSummedWithActivation()) {
       UsedOnParamLane(args, grad.bias_sums);
-      args.update->FromGradient(lane, &bias_, grad.bias_sums);
+      args.update->FromGradient(lane, bias_, grad.bias_sums);
     } else if (options_.bias) {
-      args.update->FromColumnSums(lane, &bias_, dz);
+      args.update->FromColumnSums(lane, bias_, dz);
     }
     return;
   }
-  if (!weight_grad_.defined()) weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
-  if (options_.bias && !bias_grad_.defined()) {
-    bias_grad_ = Tensor::Zeros(bias_.shape(), bias_.device());
+  if (!weight_.grad().defined()) weight_.grad() = Tensor::Zeros(weight_.value().shape(), weight_.value().device());
+  if (options_.bias && !bias_.grad().defined()) {
+    bias_.grad() = Tensor::Zeros(bias_.value().shape(), bias_.value().device());
   }
   // float32 gradients, from bfloat16 operands in bf16 mode.
   const bool accumulate = args.grad_mode == GradMode::kAccumulate;
   ops::GemmOptions o;
   o.beta = accumulate ? 1.f : 0.f;
   o.tf32 = policy_.tf32();
-  ops::Gemm(lane, *a, trans_a, input_.tensor(), false, weight_grad_, o);  // dz^T x
+  ops::Gemm(lane, *a, trans_a, input_.tensor(), false, weight_.grad(), o);  // dz^T x
   if (options_.bias && !BiasSummedWithActivation()) {
-    ops::ColumnSums(lane, dz, bias_grad_, o.beta);
+    ops::ColumnSums(lane, dz, bias_.grad(), o.beta);
   }
 }
 

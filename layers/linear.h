@@ -65,14 +65,14 @@ class Linear : public Layer {
   // them. Nothing joins: the caller orders args.lane after args.param_lane
   // before reading the gradients (Sequential::Backward does).
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
-  std::vector<Parameter> Parameters() override;
+  std::vector<NamedParameter> Parameters() override;
   std::string Name() const override { return name_; }
   std::string Describe() const override;
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
-  Tensor& weight() { return weight_; }
-  Tensor& bias() { return bias_; }
+  Tensor& weight() { return weight_.value(); }
+  Tensor& bias() { return bias_.value(); }
 
  private:
   std::string name_;
@@ -83,11 +83,11 @@ class Linear : public Layer {
   Tensor Forward2D(const Tensor& x);
   void CheckBackward(const Tensor& dy) const;
   // The dtype of activations and working copies on the parameters' device.
-  DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
-  bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
+  DType compute_dtype() const { return policy_.compute_dtype(weight_.value().backend()); }
+  bool has_working_copies() const { return policy_.has_working_copies(weight_.value().backend()); }
   // What the GEMMs read: the working copies where kept, the masters otherwise.
-  const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
-  const Tensor& bias_for_math() const { return has_working_copies() ? bias_work_ : bias_; }
+  const Tensor& weight_for_math() const { return has_working_copies() ? weight_.working() : weight_.value(); }
+  const Tensor& bias_for_math() const { return has_working_copies() ? bias_.working() : bias_.value(); }
   // Whether the bias gradient comes out of the activation's gradient pass.
   bool BiasSummedWithActivation() const {
     return options_.bias && options_.activation != Activation::kIdentity;
@@ -110,10 +110,9 @@ class Linear : public Layer {
   void UsedOnParamLane(const BackwardArgs& args, const Tensor& t);
 
   PrecisionPolicy policy_;
-  Tensor weight_, weight_grad_;  // [out, in], float32
-  Tensor bias_, bias_grad_;      // [out], float32
-  // bfloat16 working copies (bf16 only; empty placeholders where not kept).
-  Tensor weight_work_, bias_work_;
+  // [out, in] and [out], float32, each with its gradient and, under bf16,
+  // its working copy (an empty placeholder where not kept).
+  Parameter weight_, bias_;
   SavedTensor input_{"input"};   // [rows, in], from the last Forward, in the compute dtype
   // The last Forward's input shape, [..., in]: rows is the product of all
   // but its last dimension.

@@ -17,27 +17,27 @@ void CheckLr(float lr) {
 
 // A layer whose parameter was updated inside Backward keeps no gradient for
 // it (Note [Update after the input gradient] in layers/linear.cc).
-const Tensor& GradientOf(const Parameter& p) {
-  TANDEM_CHECK(p.grad->defined())
+const Tensor& GradientOf(const NamedParameter& p) {
+  TANDEM_CHECK(p.grad().defined())
       << "parameter '" << p.name << "' has no gradient to step with: its last "
          "Backward updated it in place (BackwardArgs::update)";
-  return *p.grad;
+  return p.grad();
 }
 }  // namespace
 
-Optimizer::Optimizer(std::vector<Parameter> params) : params_(std::move(params)) {
-  for (const Parameter& p : params_) {
-    TANDEM_CHECK(p.value != nullptr && p.grad != nullptr && p.value->defined())
+Optimizer::Optimizer(std::vector<NamedParameter> params) : params_(std::move(params)) {
+  for (const NamedParameter& p : params_) {
+    TANDEM_CHECK(p.parameter != nullptr && p.value().defined())
         << "optimizer got parameter '" << p.name << "' without value or grad";
-    TANDEM_CHECK(!p.grad->defined() || p.value->shape() == p.grad->shape())
-        << "parameter '" << p.name << "' is " << ShapeToString(p.value->shape())
-        << " but its gradient is " << ShapeToString(p.grad->shape());
+    TANDEM_CHECK(!p.grad().defined() || p.value().shape() == p.grad().shape())
+        << "parameter '" << p.name << "' is " << ShapeToString(p.value().shape())
+        << " but its gradient is " << ShapeToString(p.grad().shape());
   }
 }
 
 void Optimizer::ZeroGrad() {
-  for (Parameter& p : params_) {
-    if (p.grad->defined()) ops::Fill(*p.grad, 0.f);  // none: made zeroed when written
+  for (NamedParameter& p : params_) {
+    if (p.grad().defined()) ops::Fill(p.grad(), 0.f);  // none: made zeroed when written
   }
 }
 
@@ -61,7 +61,7 @@ void Optimizer::UpdateParameters(const std::vector<size_t>& indices, const Lane&
   const int64_t step = steps_ + 1;
   for (size_t i : indices) {
     TANDEM_CHECK(i < params_.size()) << "parameter index " << i << " of " << params_.size();
-    UpdateSlot(lane, step, i, *params_[i].value, GradientOf(params_[i]), params_[i].working);
+    UpdateSlot(lane, step, i, params_[i].value(), GradientOf(params_[i]), params_[i].working());
   }
 }
 
@@ -124,7 +124,7 @@ void Optimizer::Step() {
   if (!params_.empty()) {
     std::vector<size_t> all(params_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    UpdateParameters(all, MainLane(params_[0].value->device()));
+    UpdateParameters(all, MainLane(params_[0].value().device()));
   }
   FinishStep();
 }
@@ -136,24 +136,24 @@ class Sgd::InBackward : public InBackwardUpdate {
  public:
   explicit InBackward(Sgd& sgd) : sgd_(sgd), done_(sgd.params_.size(), false) {}
 
-  void FromGemm(const Lane& lane, Tensor* param, const Tensor& a, bool trans_a,
+  void FromGemm(const Lane& lane, Parameter& param, const Tensor& a, bool trans_a,
                 const Tensor& b, bool trans_b, bool tf32) override {
     const size_t i = IndexOf(param);
     ops::GemmOptions o;  // param = param - lr op(a) op(b), one GEMM
     o.alpha = -sgd_.options_.lr;
     o.beta = 1.f;
     o.tf32 = tf32;
-    ops::Gemm(lane, a, trans_a, b, trans_b, *param, o);
+    ops::Gemm(lane, a, trans_a, b, trans_b, param.value(), o);
     Updated(lane, i);
   }
-  void FromColumnSums(const Lane& lane, Tensor* param, const Tensor& x) override {
+  void FromColumnSums(const Lane& lane, Parameter& param, const Tensor& x) override {
     const size_t i = IndexOf(param);
-    ops::ColumnSums(lane, x, *param, 1.f, -sgd_.options_.lr);
+    ops::ColumnSums(lane, x, param.value(), 1.f, -sgd_.options_.lr);
     Updated(lane, i);
   }
-  void FromGradient(const Lane& lane, Tensor* param, const Tensor& grad) override {
+  void FromGradient(const Lane& lane, Parameter& param, const Tensor& grad) override {
     const size_t i = IndexOf(param);
-    ops::Axpy(lane, -sgd_.options_.lr, grad, *param);
+    ops::Axpy(lane, -sgd_.options_.lr, grad, param.value());
     Updated(lane, i);
   }
 
@@ -168,9 +168,9 @@ class Sgd::InBackward : public InBackwardUpdate {
   }
 
  private:
-  size_t IndexOf(const Tensor* param) const {
+  size_t IndexOf(const Parameter& param) const {
     for (size_t i = 0; i < sgd_.params_.size(); ++i) {
-      if (sgd_.params_[i].value == param) return i;
+      if (sgd_.params_[i].parameter == &param) return i;
     }
     TANDEM_CHECK(false) << "SGD in Backward was handed a parameter it does not "
                            "hold: build the optimizer over the model's Parameters()";
@@ -178,8 +178,8 @@ class Sgd::InBackward : public InBackwardUpdate {
   }
   // The bfloat16 copy follows its master on the lane of the update.
   void Updated(const Lane& lane, size_t i) {
-    Parameter& p = sgd_.params_[i];
-    if (p.working != nullptr) ops::Cast(lane, *p.value, *p.working);
+    NamedParameter& p = sgd_.params_[i];
+    if (p.working() != nullptr) ops::Cast(lane, p.value(), *p.working());
     done_[i] = true;
   }
 
@@ -187,7 +187,7 @@ class Sgd::InBackward : public InBackwardUpdate {
   std::vector<bool> done_;
 };
 
-Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
+Sgd::Sgd(std::vector<NamedParameter> params, SgdParams options)
     : Optimizer(std::move(params)), options_(options) {
   CheckLr(options.lr);
   TANDEM_CHECK(options.momentum >= 0.f && options.momentum < 1.f)
@@ -195,8 +195,8 @@ Sgd::Sgd(std::vector<Parameter> params, SgdParams options)
   TANDEM_CHECK(!options.nesterov || options.momentum > 0.f)
       << "Nesterov SGD needs momentum > 0";
   std::vector<Shape> shapes;
-  for (Parameter& p : params_) shapes.push_back(p.value->shape());
-  ResetState(shapes, params_.empty() ? Device::Cpu() : params_[0].value->device());
+  for (NamedParameter& p : params_) shapes.push_back(p.value().shape());
+  ResetState(shapes, params_.empty() ? Device::Cpu() : params_[0].value().device());
 }
 
 void Sgd::ResetState(const std::vector<Shape>& shapes, Device device) {
@@ -204,7 +204,7 @@ void Sgd::ResetState(const std::vector<Shape>& shapes, Device device) {
   if (options_.momentum == 0.f) return;
   // Each parameter's on its own device (a replica's share one).
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const Device on = !sharded() && i < params_.size() ? params_[i].value->device() : device;
+    const Device on = !sharded() && i < params_.size() ? params_[i].value().device() : device;
     velocity_.push_back(Tensor::Zeros(shapes[i], on));
   }
 }
@@ -229,7 +229,7 @@ void Sgd::Step() {
   }
   ProfileRange range("optimizer step");
   const std::vector<size_t> left = in_backward_->Finish();
-  if (!left.empty()) UpdateParameters(left, MainLane(params_[left[0]].value->device()));
+  if (!left.empty()) UpdateParameters(left, MainLane(params_[left[0]].value().device()));
   FinishStep();
 }
 
@@ -244,7 +244,7 @@ std::vector<std::pair<std::string, Tensor*>> Sgd::SlotState(size_t slot) {
   return {{".momentum", &velocity_.at(slot)}};
 }
 
-AdamW::AdamW(std::vector<Parameter> params, AdamWParams options)
+AdamW::AdamW(std::vector<NamedParameter> params, AdamWParams options)
     : Optimizer(std::move(params)), options_(options) {
   CheckLr(options.lr);
   TANDEM_CHECK(options.beta1 >= 0.f && options.beta1 < 1.f &&
@@ -252,15 +252,15 @@ AdamW::AdamW(std::vector<Parameter> params, AdamWParams options)
       << "AdamW betas must be in [0, 1), got " << options.beta1 << ", "
       << options.beta2;
   std::vector<Shape> shapes;
-  for (Parameter& p : params_) shapes.push_back(p.value->shape());
-  ResetState(shapes, params_.empty() ? Device::Cpu() : params_[0].value->device());
+  for (NamedParameter& p : params_) shapes.push_back(p.value().shape());
+  ResetState(shapes, params_.empty() ? Device::Cpu() : params_[0].value().device());
 }
 
 void AdamW::ResetState(const std::vector<Shape>& shapes, Device device) {
   m_.clear();
   v_.clear();
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const Device on = !sharded() && i < params_.size() ? params_[i].value->device() : device;
+    const Device on = !sharded() && i < params_.size() ? params_[i].value().device() : device;
     m_.push_back(Tensor::Zeros(shapes[i], on));
     v_.push_back(Tensor::Zeros(shapes[i], on));
   }
@@ -290,7 +290,7 @@ void ValidateOptimizerConfig(const OptimizerConfig& config) {
 }
 
 std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
-                                         std::vector<Parameter> params) {
+                                         std::vector<NamedParameter> params) {
   if (config.name == "sgd") {
     SgdParams p;
     p.lr = config.lr;

@@ -37,7 +37,7 @@ struct ParameterShard {
 
 class Optimizer {
  public:
-  explicit Optimizer(std::vector<Parameter> params);
+  explicit Optimizer(std::vector<NamedParameter> params);
   virtual ~Optimizer() = default;
 
   // One step: every parameter updated from its gradient on the main lane of
@@ -59,7 +59,7 @@ class Optimizer {
   // Bytes of state this worker holds (momentum, Adam moments): with sharded
   // state, its shards' only.
   int64_t state_bytes();
-  const std::vector<Parameter>& parameters() const { return params_; }
+  const std::vector<NamedParameter>& parameters() const { return params_; }
 
   // Sharded state (ZeRO-1): from now on the optimizer updates `shards` and
   // keeps state for them alone, freeing that of parameters(); Step,
@@ -99,7 +99,7 @@ class Optimizer {
   void CheckNotSharded(const char* what) const;
   const char* UpdateRangeName() const;
 
-  std::vector<Parameter> params_;
+  std::vector<NamedParameter> params_;
   int64_t steps_ = 0;
 
  private:
@@ -118,7 +118,7 @@ class Optimizer {
 //                 // from its gradient, and counts the step
 class Sgd : public Optimizer {
  public:
-  Sgd(std::vector<Parameter> params, SgdParams options);
+  Sgd(std::vector<NamedParameter> params, SgdParams options);
   ~Sgd() override;
   // The update to fold into Backward (BackwardArgs::update), or null when
   // momentum or weight decay need state a layer cannot see.
@@ -145,7 +145,7 @@ class Sgd : public Optimizer {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<Parameter> params, AdamWParams options);
+  AdamW(std::vector<NamedParameter> params, AdamWParams options);
   std::string Name() const override { return "adamw"; }
   float lr() const override { return options_.lr; }
   void set_lr(float lr) override;
@@ -174,7 +174,7 @@ struct OptimizerConfig {
 // flag, without building anything (to fail before loading data).
 void ValidateOptimizerConfig(const OptimizerConfig& config);
 std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
-                                         std::vector<Parameter> params);
+                                         std::vector<NamedParameter> params);
 
 }  // namespace tandem
 

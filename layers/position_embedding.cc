@@ -17,12 +17,11 @@ PositionEmbedding::PositionEmbedding(std::string name, int64_t max_positions, in
   policy_.precision = options.precision;
   std::vector<float> table(static_cast<size_t>(max_positions_ * dim_));
   for (float& v : table) v = rng.Normal(0.f, options.init_std);
-  weight_ = Tensor::FromVector(table, {max_positions_, dim_}, device);
-  weight_grad_ = Tensor::Zeros({max_positions_, dim_}, device);
+  weight_ = Parameter(Tensor::FromVector(table, {max_positions_, dim_}, device));
   if (policy_.bf16()) {
     // A placeholder, kept where Parameters() hands it out (Note [bf16 where
     // the device does not multiply bfloat16] in layers/precision.h).
-    weight_work_ = Tensor::Empty({0}, device, DType::kBFloat16);
+    weight_.KeepWorkingCopy(DType::kBFloat16);
     SyncWorkingCopies(*this);
   }
 }
@@ -35,9 +34,8 @@ std::string PositionEmbedding::Describe() const {
   return out.str();
 }
 
-std::vector<Parameter> PositionEmbedding::Parameters() {
-  return {{name_ + ".weight", &weight_, &weight_grad_,
-           has_working_copies() ? &weight_work_ : nullptr}};
+std::vector<NamedParameter> PositionEmbedding::Parameters() {
+  return {{name_ + ".weight", &weight_, has_working_copies()}};
 }
 
 Tensor PositionEmbedding::Forward(const Tensor& x) {
@@ -45,8 +43,8 @@ Tensor PositionEmbedding::Forward(const Tensor& x) {
       << "layer '" << name_ << "' (PositionEmbedding " << max_positions_ << "×" << dim_
       << ") got input " << ShapeToString(x.shape()) << ": expected [batch, T, " << dim_
       << "] with 0 < T <= " << max_positions_ << " (the positions the table holds)";
-  TANDEM_CHECK(x.device() == weight_.device())
-      << "layer '" << name_ << "' has parameters on " << weight_.device()
+  TANDEM_CHECK(x.device() == weight_.value().device())
+      << "layer '" << name_ << "' has parameters on " << weight_.value().device()
       << " but got input on " << x.device();
   const int64_t batch = x.dim(0), T = x.dim(1);
   const Tensor input = ops::ToDType(x, compute_dtype()).Reshape({batch, T * dim_});
@@ -72,8 +70,8 @@ Tensor PositionEmbedding::BackwardWith(const Tensor& dy, const BackwardArgs& arg
       << "layer '" << name_ << "' (PositionEmbedding " << max_positions_ << "×" << dim_
       << ") got output gradient " << ShapeToString(dy.shape()) << ": expected "
       << ShapeToString(input_shape_);
-  TANDEM_CHECK(dy.device() == weight_.device())
-      << "layer '" << name_ << "' has parameters on " << weight_.device()
+  TANDEM_CHECK(dy.device() == weight_.value().device())
+      << "layer '" << name_ << "' has parameters on " << weight_.value().device()
       << " but got an output gradient on " << dy.device();
   const Lane& lane = args.lane;
   const int64_t batch = dy.dim(0), T = dy.dim(1);
@@ -81,14 +79,14 @@ Tensor PositionEmbedding::BackwardWith(const Tensor& dy, const BackwardArgs& arg
   // Rows T and beyond get no gradient: they are zeroed where the gradient
   // is written rather than added to; one left undefined (an update folded
   // into an earlier backward) is made again, as Linear does.
-  if (!weight_grad_.defined()) {
-    weight_grad_ = Tensor::Zeros(weight_.shape(), weight_.device());
+  if (!weight_.grad().defined()) {
+    weight_.grad() = Tensor::Zeros(weight_.value().shape(), weight_.value().device());
   } else if (args.update != nullptr || args.grad_mode == GradMode::kOverwrite) {
-    ops::Fill(lane, weight_grad_, 0.f);
+    ops::Fill(lane, weight_.grad(), 0.f);
   }
-  Tensor used = weight_grad_.Slice(0, T).Reshape({T * dim_});
+  Tensor used = weight_.grad().Slice(0, T).Reshape({T * dim_});
   ops::ColumnSums(lane, dy.Reshape({batch, T * dim_}), used, /*beta=*/1.f);
-  if (args.update != nullptr) args.update->FromGradient(lane, &weight_, weight_grad_);
+  if (args.update != nullptr) args.update->FromGradient(lane, weight_, weight_.grad());
   if (args.on_params_ready) args.on_params_ready();
   if (!args.input_grad) return Tensor();
   return ops::ToDType(lane, dy, compute_dtype());

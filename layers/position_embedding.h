@@ -54,27 +54,28 @@ class PositionEmbedding : public Layer {
   // then args.on_params_ready.
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override;
   // "<name>.weight", [max_positions, dim].
-  std::vector<Parameter> Parameters() override;
+  std::vector<NamedParameter> Parameters() override;
   std::string Name() const override { return name_; }
   // "pos (PositionEmbedding 256×64)", with the precision when not fp32.
   std::string Describe() const override;
 
   int64_t max_positions() const { return max_positions_; }
   int64_t dim() const { return dim_; }
-  Tensor& weight() { return weight_; }
+  Tensor& weight() { return weight_.value(); }
 
  private:
-  DType compute_dtype() const { return policy_.compute_dtype(weight_.backend()); }
-  bool has_working_copies() const { return policy_.has_working_copies(weight_.backend()); }
-  const Tensor& weight_for_math() const { return has_working_copies() ? weight_work_ : weight_; }
+  DType compute_dtype() const { return policy_.compute_dtype(weight_.value().backend()); }
+  bool has_working_copies() const { return policy_.has_working_copies(weight_.value().backend()); }
+  const Tensor& weight_for_math() const { return has_working_copies() ? weight_.working() : weight_.value(); }
 
   std::string name_;
   int64_t max_positions_;
   int64_t dim_;
   PositionEmbeddingOptions options_;
   PrecisionPolicy policy_;
-  Tensor weight_, weight_grad_;  // [max_positions, dim], float32
-  Tensor weight_work_;           // bfloat16 working copy (bf16 only; may be a placeholder)
+  // [max_positions, dim], float32, with a bfloat16 working copy under bf16
+  // (may be a placeholder).
+  Parameter weight_;
   Shape input_shape_;            // of the last Forward; empty when none is pending
 };
 

@@ -65,7 +65,7 @@ namespace {
 // The names of `layer`'s parameters and state words, in order.
 std::vector<std::string> KeyNames(Layer& layer) {
   std::vector<std::string> names;
-  for (const Parameter& p : layer.Parameters()) names.push_back(p.name);
+  for (const NamedParameter& p : layer.Parameters()) names.push_back(p.name);
   for (const StateWord& w : layer.State()) names.push_back(w.name);
   return names;
 }

@@ -153,14 +153,14 @@ OptimizerUpdateHook::OptimizerUpdateHook(Optimizer& optimizer, std::unique_ptr<C
       reduce_(reduce != nullptr ? std::move(reduce) : std::make_unique<CommHook>()) {}
 
 void OptimizerUpdateHook::Bind(const std::vector<GradBucket>& buckets) {
-  const std::vector<Parameter>& theirs = optimizer_.parameters();
+  const std::vector<NamedParameter>& theirs = optimizer_.parameters();
   size_t held = 0;
   indices_.clear();
   for (const GradBucket& bucket : buckets) {
     std::vector<size_t> indices;
-    for (const Parameter& p : bucket.parameters) {
+    for (const NamedParameter& p : bucket.parameters) {
       size_t j = 0;
-      while (j < theirs.size() && theirs[j].value != p.value) ++j;
+      while (j < theirs.size() && theirs[j].parameter != p.parameter) ++j;
       TANDEM_CHECK(j < theirs.size())
           << "optimizer '" << optimizer_.Name() << "' does not hold parameter '"
           << p.name << "': build it over the model's Parameters()";

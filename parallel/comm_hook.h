@@ -48,7 +48,7 @@ namespace tandem {
 struct GradBucket {
   int index = 0;
   Tensor buffer;                      // [elements], float32
-  std::vector<Parameter> parameters;  // in the order they sit in `buffer`
+  std::vector<NamedParameter> parameters;  // in the order they sit in `buffer`
   Communicator* comm = nullptr;
 };
 

@@ -135,11 +135,11 @@ void Pipeline::CheckReplicas() const {
         << " layers but replica 0's has " << reference.size()
         << ": replicas must share one architecture";
     for (size_t i = 0; i < reference.size(); ++i) {
-      std::vector<Parameter> a = reference.layer(i).Parameters();
-      std::vector<Parameter> b = other.layer(i).Parameters();
+      std::vector<NamedParameter> a = reference.layer(i).Parameters();
+      std::vector<NamedParameter> b = other.layer(i).Parameters();
       bool same = a.size() == b.size() && reference.layer(i).Name() == other.layer(i).Name();
       for (size_t p = 0; same && p < a.size(); ++p) {
-        same = a[p].value->shape() == b[p].value->shape();
+        same = a[p].value().shape() == b[p].value().shape();
       }
       TANDEM_CHECK(same) << "pipeline: layer " << i << " of replica " << r << " is '"
                          << other.layer(i).Describe() << "' but replica 0's is '"
@@ -280,7 +280,7 @@ int64_t Pipeline::stage_parameter_count(int stage) {
   return n;
 }
 
-std::vector<Parameter> Pipeline::Parameters(int replica) {
+std::vector<NamedParameter> Pipeline::Parameters(int replica) {
   return models_.at(replica)->Parameters();
 }
 

@@ -172,7 +172,7 @@ class Pipeline {
   size_t stage_end_layer(int stage) const { return bounds_[stage + 1]; }
   int64_t stage_parameter_count(int stage);
   // Parameters of one replica, every stage, in model order.
-  std::vector<Parameter> Parameters(int replica = 0);
+  std::vector<NamedParameter> Parameters(int replica = 0);
   // The whole model of a replica (its layers now live on the stage devices).
   Sequential& model(int replica = 0) { return *models_.at(replica); }
 

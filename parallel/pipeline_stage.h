@@ -51,7 +51,7 @@ class StageLayer final : public Layer {
     if (args.on_params_ready) args.on_params_ready();
     return dx;
   }
-  std::vector<Parameter> Parameters() override { return target_.Parameters(); }
+  std::vector<NamedParameter> Parameters() override { return target_.Parameters(); }
   std::vector<StateWord> State() override { return target_.State(); }
   std::string Name() const override { return target_.Name(); }
   std::string Describe() const override { return target_.Describe(); }

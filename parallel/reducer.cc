@@ -112,13 +112,13 @@ Reducer::Reducer(Layer& model, std::vector<Communicator*> comms, ReducerOptions 
 // report of that layer covers (Note [Reports from the tree] in layers/layer.h).
 void Reducer::CollectParameters() {
   params_ = model_.Parameters();
-  std::unordered_map<const Tensor*, size_t> index;  // value -> param index
-  for (size_t i = 0; i < params_.size(); ++i) index[params_[i].value] = i;
+  std::unordered_map<const Parameter*, size_t> index;  // parameter -> its index
+  for (size_t i = 0; i < params_.size(); ++i) index[params_[i].parameter] = i;
   std::vector<Layer*> owner(params_.size(), nullptr);
   std::function<void(Layer&)> visit = [&](Layer& layer) {
     std::vector<size_t> covered;
-    for (const Parameter& p : layer.Parameters()) {
-      const auto found = index.find(p.value);
+    for (const NamedParameter& p : layer.Parameters()) {
+      const auto found = index.find(p.parameter);
       TANDEM_CHECK(found != index.end())
           << "model '" << model_.Name() << "': layer " << layer.Describe()
           << " lists parameter '" << p.name << "', which the model's Parameters() do not "
@@ -153,7 +153,7 @@ void Reducer::BuildBuckets() {
       open = true;
     }
     groups.back().push_back(i);
-    bytes += params_[i].value->numel() * static_cast<int64_t>(sizeof(float));
+    bytes += params_[i].value().numel() * static_cast<int64_t>(sizeof(float));
     if (bytes >= options_.bucket_bytes) open = false;
   }
   for (const std::vector<size_t>& group : groups) {
@@ -161,32 +161,29 @@ void Reducer::BuildBuckets() {
     bucket.index = static_cast<int>(buckets_.size());
     bucket.comm = comms_[buckets_.size() % comms_.size()];
     int64_t elements = 0;
-    for (size_t i : group) elements += params_[i].value->numel();
+    for (size_t i : group) elements += params_[i].value().numel();
     // See Note [Sharded step] in sharded_optimizer.cc: equal blocks per rank.
     const int64_t parameter_elements = elements;
     if (options_.shard_optimizer) {
       const int64_t ranks = comm_.size();
       elements = (elements + ranks - 1) / ranks * ranks;
     }
-    const Device device = params_[group.front()].value->device();
+    const Device device = params_[group.front()].value().device();
     // One rank reduces nothing: any memory will do.
     bucket.buffer = comm_.size() == 1 ? Tensor::Zeros({elements}, device)
                                       : bucket.comm->NewReduceBuffer(elements, device);
     int64_t offset = 0;
     for (size_t i : group) {
-      Parameter& p = params_[i];
-      TANDEM_CHECK(p.value->device() == device)
-          << "parameter '" << p.name << "' is on " << p.value->device() << " but '"
+      NamedParameter& p = params_[i];
+      TANDEM_CHECK(p.value().device() == device)
+          << "parameter '" << p.name << "' is on " << p.value().device() << " but '"
           << params_[group.front()].name << "' is on " << device
           << ": a replica's parameters must share one device";
-      const int64_t n = p.value->numel();
-      Tensor view = bucket.buffer.Slice(offset, offset + n).Reshape(p.value->shape());
-      if (p.grad->defined()) {
-        view.CopyFrom(*p.grad);
-      } else {
-        ops::Fill(view, 0.f);  // updated in Backward last time: no gradient kept
-      }
-      *p.grad = view;  // the layer now accumulates straight into the bucket
+      const int64_t n = p.value().numel();
+      // The layer now accumulates straight into the bucket (zeros where it
+      // kept no gradient: updated in Backward last time).
+      p.parameter->MoveGradInto(
+          bucket.buffer.Slice(offset, offset + n).Reshape(p.value().shape()), p.name);
       param_bucket_[i] = bucket.index;
       bucket.parameters.push_back(p);
       offset += n;
@@ -229,14 +226,14 @@ void Reducer::RegisterCommHook(std::unique_ptr<CommHook> hook) {
 
 std::vector<std::string> Reducer::BucketParameterNames(int b) const {
   std::vector<std::string> names;
-  for (const Parameter& p : buckets_.at(b).parameters) names.push_back(p.name);
+  for (const NamedParameter& p : buckets_.at(b).parameters) names.push_back(p.name);
   return names;
 }
 
 void Reducer::BroadcastParameters() {
   if (comm_.size() == 1) return;
-  for (Parameter& p : params_) {
-    comm_.Broadcast(p.value->data(), p.value->numel(), /*root=*/0)->Wait();
+  for (NamedParameter& p : params_) {
+    comm_.Broadcast(p.value().data(), p.value().numel(), /*root=*/0)->Wait();
   }
   SyncWorkingCopies(model_);  // rank 0's masters, in the working dtype too
 }

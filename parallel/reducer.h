@@ -181,7 +181,7 @@ class Reducer {
   bool hook_shards_ = false;  // hook_ is a ShardedOptimizerHook
   bool timed_ = false;
 
-  std::vector<Parameter> params_;                 // model order
+  std::vector<NamedParameter> params_;                 // model order
   std::vector<size_t> param_owner_;               // param index -> owners_ index
   std::vector<int> param_bucket_;                 // param index -> bucket
   std::vector<Layer*> owners_;                    // layers with parameters of their own

@@ -64,12 +64,12 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
          "and optimizer";
   // Every parameter of the model in exactly one bucket, and the optimizer
   // holds exactly those.
-  const std::vector<Parameter>& theirs = optimizer_.parameters();
+  const std::vector<NamedParameter>& theirs = optimizer_.parameters();
   size_t held = 0;
   for (const GradBucket& bucket : buckets) {
-    for (const Parameter& p : bucket.parameters) {
+    for (const NamedParameter& p : bucket.parameters) {
       size_t j = 0;
-      while (j < theirs.size() && theirs[j].value != p.value) ++j;
+      while (j < theirs.size() && theirs[j].parameter != p.parameter) ++j;
       TANDEM_CHECK(j < theirs.size())
           << "optimizer '" << optimizer_.Name() << "' does not hold parameter '" << p.name
           << "': build it over the model's Parameters()";
@@ -117,11 +117,11 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
   optimizer_.ShardState(std::move(shards));
   for (Bucket& b : buckets_) {
     int64_t offset = 0;
-    for (const Parameter& p : b.parameters) {
-      const int64_t n = p.value->numel();
-      Tensor view = b.values.Slice(offset, offset + n).Reshape(p.value->shape());
-      view.CopyFrom(*p.value);
-      *p.value = view;  // the layer's parameter now lives in the flat buffer
+    for (const NamedParameter& p : b.parameters) {
+      const int64_t n = p.value().numel();
+      // The layer's parameter now lives in the flat buffer.
+      p.parameter->MoveValueInto(b.values.Slice(offset, offset + n).Reshape(p.value().shape()),
+                                 p.name);
       offset += n;
     }
   }
@@ -194,11 +194,11 @@ void ShardedOptimizerHook::ComputeNorm(const Lane& lane) {
 // it, parameter by parameter in the optimizer's (the model's) order, as the
 // unsharded clipper (trainer/grad_clip.h) sums it, and no all-reduce.
 void ShardedOptimizerHook::ComputeWholeNorm(const Lane& lane) {
-  const std::vector<Parameter>& params = optimizer_.parameters();
+  const std::vector<NamedParameter>& params = optimizer_.parameters();
   Tensor squares = squares_.Reshape({static_cast<int64_t>(params.size())});
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor slot = squares.Slice(i, i + 1);
-    ops::SumOfSquares(lane, *params[i].grad, slot);
+    ops::SumOfSquares(lane, params[i].grad(), slot);
   }
   ops::RowSum(lane, squares_, norm_);
   ops::Sqrt(lane, norm_, norm_);
@@ -261,8 +261,8 @@ void ShardedOptimizerHook::FinishStep(const Lane& lane) {
   for (const std::shared_ptr<Work>& gather : gathers) gather->WaitOn(lane);
   ops::WaitFor(lane, update);
   for (Bucket& b : buckets_) {
-    for (Parameter& p : b.parameters) {
-      if (p.working != nullptr && p.working->defined()) ops::Cast(lane, *p.value, *p.working);
+    for (NamedParameter& p : b.parameters) {
+      if (p.working() != nullptr && p.working()->defined()) ops::Cast(lane, p.value(), *p.working());
     }
   }
   optimizer_.FinishStep();
@@ -301,10 +301,10 @@ std::vector<std::pair<std::string, Tensor>> ShardedOptimizerHook::GatherState() 
         b.comm->AllGather(data + b.chunk * rank_, b.chunk, data, std::move(options))->WaitOn(main);
       }
       int64_t offset = 0;
-      for (const Parameter& p : b.parameters) {
-        const int64_t n = p.value->numel();
+      for (const NamedParameter& p : b.parameters) {
+        const int64_t n = p.value().numel();
         state.push_back(
-            {p.name + suffix, whole.Slice(offset, offset + n).Reshape(p.value->shape())});
+            {p.name + suffix, whole.Slice(offset, offset + n).Reshape(p.value().shape())});
         offset += n;
       }
     }
@@ -323,16 +323,16 @@ void ShardedOptimizerHook::LoadState(const std::vector<std::pair<std::string, Te
       // padding stays zero.
       std::vector<float> whole(b.values.numel(), 0.f);
       int64_t offset = 0;
-      for (const Parameter& p : b.parameters) {
-        const int64_t n = p.value->numel();
+      for (const NamedParameter& p : b.parameters) {
+        const int64_t n = p.value().numel();
         const auto found = by_name.find(p.name + suffix);
         TANDEM_CHECK(found != by_name.end())
             << "optimizer '" << optimizer_.Name() << "': the state to load has no '"
             << p.name + suffix << "'; give every tensor GatherState gives";
-        TANDEM_CHECK(found->second->shape() == p.value->shape())
+        TANDEM_CHECK(found->second->shape() == p.value().shape())
             << "optimizer '" << optimizer_.Name() << "': state '" << p.name + suffix << "' is "
             << ShapeToString(found->second->shape()) << " but parameter '" << p.name << "' is "
-            << ShapeToString(p.value->shape());
+            << ShapeToString(p.value().shape());
         const std::vector<float> values = found->second->ToVector();
         std::copy(values.begin(), values.end(), whole.begin() + offset);
         offset += n;

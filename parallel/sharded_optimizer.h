@@ -118,7 +118,7 @@ class ShardedOptimizerHook : public CommHook {
     Tensor grads;       // the reducer's gradient buffer
     int64_t chunk = 0;  // elements per rank
     Communicator* comm = nullptr;
-    std::vector<Parameter> parameters;
+    std::vector<NamedParameter> parameters;
   };
 
   // Shard i's state tensors (its SlotState), each with its suffix (".adam_m").

@@ -7,7 +7,7 @@
 
 namespace tandem {
 
-GradClipper::GradClipper(std::vector<Parameter> params, float max_norm, Device device)
+GradClipper::GradClipper(std::vector<NamedParameter> params, float max_norm, Device device)
     : params_(std::move(params)), max_norm_(max_norm) {
   TANDEM_CHECK(max_norm > 0) << "GradClipper: max_norm must be positive, got " << max_norm;
   squares_ = Tensor::Zeros({1, static_cast<int64_t>(params_.size())}, device);
@@ -21,7 +21,7 @@ void GradClipper::Clip() {
   Tensor squares = squares_.Reshape({n});
   for (int64_t i = 0; i < n; ++i) {
     Tensor slot = squares.Slice(i, i + 1);
-    const Tensor& grad = *params_[i].grad;
+    const Tensor& grad = params_[i].grad();
     if (grad.defined()) {
       ops::SumOfSquares(grad, slot);
     } else {
@@ -37,8 +37,8 @@ void GradClipper::Clip() {
   ops::RowMax(pair_, factor_);
   ops::Reciprocal(factor_, factor_);
   ops::MulScalar(factor_, max_norm_, factor_);
-  for (const Parameter& p : params_) {
-    Tensor& grad = *p.grad;
+  for (const NamedParameter& p : params_) {
+    Tensor& grad = p.grad();
     if (!grad.defined()) continue;
     Tensor row = grad.Reshape({1, grad.numel()});
     ops::BroadcastMul(row, factor_, Broadcast::kColumn, row);

@@ -24,13 +24,13 @@ namespace tandem {
 class GradClipper {
  public:
   // max_norm > 0. Gradients that are not defined at Clip are left out.
-  GradClipper(std::vector<Parameter> params, float max_norm, Device device);
+  GradClipper(std::vector<NamedParameter> params, float max_norm, Device device);
   void Clip();
   // [1]: the norm before the last Clip (reading it waits for the device).
   const Tensor& last_norm() const { return norm_; }
 
  private:
-  std::vector<Parameter> params_;
+  std::vector<NamedParameter> params_;
   float max_norm_;
   Tensor squares_;  // [1, parameters]: each gradient's sum of squares
   Tensor norm_;     // [1]

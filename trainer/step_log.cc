@@ -8,7 +8,7 @@
 
 namespace tandem {
 
-StepLog::StepLog(int64_t every, Communicator& comm, std::vector<Parameter> params,
+StepLog::StepLog(int64_t every, Communicator& comm, std::vector<NamedParameter> params,
                  Device device)
     : every_(every), comm_(comm), params_(std::move(params)) {
   TANDEM_CHECK(every_ > 0) << "StepLog: --log_every must be positive, got " << every_;
@@ -46,7 +46,7 @@ std::optional<StepRow> StepLog::After(int64_t step, int epoch, int64_t examples,
 double StepLog::GradientNorm() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor out = squares_.Slice(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);
-    const Tensor& grad = *params_[i].grad;
+    const Tensor& grad = params_[i].grad();
     if (grad.defined()) {
       ops::SumOfSquares(grad, out);
     } else {

@@ -44,7 +44,7 @@ class StepLog {
  public:
   // `every` > 0. `params`: the model's parameters, whose gradients the
   // reducer has laid out (so they are read where the reduction leaves them).
-  StepLog(int64_t every, Communicator& comm, std::vector<Parameter> params, Device device);
+  StepLog(int64_t every, Communicator& comm, std::vector<NamedParameter> params, Device device);
 
   // Starts counting examples and time for samples_per_second.
   void StartInterval();
@@ -61,7 +61,7 @@ class StepLog {
 
   const int64_t every_;
   Communicator& comm_;
-  std::vector<Parameter> params_;
+  std::vector<NamedParameter> params_;
   Tensor squares_;  // [parameters]: each gradient's sum of squares, on the device
   Clock::time_point interval_start_;
   int64_t interval_examples_ = 0;

@@ -622,8 +622,8 @@ void WorkerRun::Finish(bool stopped) {
     if (config_.launch.mode == LaunchMode::kMpi) shared_.result.is_root = false;
     return;
   }
-  for (Parameter& p : model_->Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
+  for (NamedParameter& p : model_->Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
     shared_.result.parameters.insert(shared_.result.parameters.end(), v.begin(), v.end());
   }
 }

@@ -26,10 +26,9 @@ class LowRankLinear : public tandem::Layer {
   LowRankLinear(std::string name, int64_t in, int64_t out, int64_t rank,
                 tandem::Rng& rng, tandem::Device device = tandem::Device::Cpu())
       : name_(std::move(name)), in_(in) {
-    a_ = Random({rank, in}, std::sqrt(3.f / in), rng, device);      // [rank, in]
-    b_ = Random({out, rank}, std::sqrt(3.f / rank), rng, device);   // [out, rank]
-    da_ = Tensor::Zeros(a_.shape(), device);
-    db_ = Tensor::Zeros(b_.shape(), device);
+    // Gradients start as zeros of the value's shape.
+    a_ = tandem::Parameter(Random({rank, in}, std::sqrt(3.f / in), rng, device));     // [rank, in]
+    b_ = tandem::Parameter(Random({out, rank}, std::sqrt(3.f / rank), rng, device));  // [out, rank]
   }
 
   Tensor Forward(const Tensor& x) override {  // x [batch, in]
@@ -37,10 +36,10 @@ class LowRankLinear : public tandem::Layer {
         << "layer '" << name_ << "' got input " << tandem::ShapeToString(x.shape())
         << ": expected [batch, " << in_ << "]";
     const Tensor x32 = tandem::ops::ToDType(x, tandem::DType::kFloat32);  // bf16 models too
-    Tensor h = Tensor::Empty({x.dim(0), a_.dim(0)}, x.device());
-    tandem::ops::Gemm(x32, false, a_, true, h);  // h = x A^T   [batch, rank]
-    Tensor y = Tensor::Empty({x.dim(0), b_.dim(0)}, x.device());
-    tandem::ops::Gemm(h, false, b_, true, y);    // y = h B^T   [batch, out]
+    Tensor h = Tensor::Empty({x.dim(0), a_.value().dim(0)}, x.device());
+    tandem::ops::Gemm(x32, false, a_.value(), true, h);  // h = x A^T   [batch, rank]
+    Tensor y = Tensor::Empty({x.dim(0), b_.value().dim(0)}, x.device());
+    tandem::ops::Gemm(h, false, b_.value(), true, y);    // y = h B^T   [batch, out]
     input_.Save(x32);  // rule 7: after the layer's own writes
     hidden_.Save(h);
     return y;
@@ -50,17 +49,17 @@ class LowRankLinear : public tandem::Layer {
     const Tensor dy = tandem::ops::ToDType(dy_in, tandem::DType::kFloat32);
     const Tensor& x = input_.Get(*this);  // throws if written since Forward
     const Tensor& h = hidden_.Get(*this);
-    tandem::ops::Gemm(dy, true, h, false, db_, 1.f, 1.f);    // dB += dy^T h
+    tandem::ops::Gemm(dy, true, h, false, b_.grad(), 1.f, 1.f);    // dB += dy^T h
     Tensor dh = Tensor::Empty(h.shape(), dy.device());
-    tandem::ops::Gemm(dy, false, b_, false, dh);             // dh = dy B
-    tandem::ops::Gemm(dh, true, x, false, da_, 1.f, 1.f);    // dA += dh^T x
+    tandem::ops::Gemm(dy, false, b_.value(), false, dh);             // dh = dy B
+    tandem::ops::Gemm(dh, true, x, false, a_.grad(), 1.f, 1.f);    // dA += dh^T x
     Tensor dx = Tensor::Empty(x.shape(), dy.device());
-    tandem::ops::Gemm(dh, false, a_, false, dx);             // dx = dh A
+    tandem::ops::Gemm(dh, false, a_.value(), false, dx);             // dx = dh A
     return dx;
   }
 
-  std::vector<tandem::Parameter> Parameters() override {
-    return {{name_ + ".a", &a_, &da_}, {name_ + ".b", &b_, &db_}};
+  std::vector<tandem::NamedParameter> Parameters() override {
+    return {{name_ + ".a", &a_}, {name_ + ".b", &b_}};
   }
   std::string Name() const override { return name_; }
 
@@ -74,7 +73,7 @@ class LowRankLinear : public tandem::Layer {
 
   std::string name_;
   int64_t in_;
-  Tensor a_, b_, da_, db_;  // weights and their gradients
+  tandem::Parameter a_, b_;  // each owns its weights and their gradient
   tandem::SavedTensor input_{"input"};    // saved by Forward for Backward:
   tandem::SavedTensor hidden_{"hidden"};  // x in float32, and h = x A^T
 };

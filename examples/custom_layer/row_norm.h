@@ -27,10 +27,8 @@ class RowNorm : public tandem::Layer {
  public:
   RowNorm(std::string name, int64_t features, tandem::Device device, float eps = 1e-5f)
       : name_(std::move(name)), features_(features), eps_(eps) {
-    gamma_ = Tensor::Full({features}, 1.f, device);
-    beta_ = Tensor::Zeros({features}, device);
-    dgamma_ = Tensor::Zeros({features}, device);
-    dbeta_ = Tensor::Zeros({features}, device);
+    gamma_ = tandem::Parameter(Tensor::Full({features}, 1.f, device));  // gradients: zeros
+    beta_ = tandem::Parameter(Tensor::Zeros({features}, device));
   }
 
   Tensor Forward(const Tensor& x_in) override {  // x [rows, features]
@@ -49,8 +47,8 @@ class RowNorm : public tandem::Layer {
     ops::BroadcastSub(x, mean, Broadcast::kColumn, xhat);    // x - mean
     ops::BroadcastMul(xhat, rstd, Broadcast::kColumn, xhat);
     Tensor y = Tensor::Empty(x.shape(), x.device());
-    ops::BroadcastMul(xhat, gamma_, Broadcast::kRow, y);
-    ops::BroadcastAdd(y, beta_, Broadcast::kRow, y);
+    ops::BroadcastMul(xhat, gamma_.value(), Broadcast::kRow, y);
+    ops::BroadcastAdd(y, beta_.value(), Broadcast::kRow, y);
     xhat_.Save(xhat);
     rstd_.Save(rstd);
     return y;
@@ -62,11 +60,11 @@ class RowNorm : public tandem::Layer {
     const Tensor& xhat = xhat_.Get(*this);
     const Tensor& rstd = rstd_.Get(*this);
     const int64_t rows = dy.dim(0);
-    ops::ColumnSums(dy, dbeta_, /*beta=*/1.f);              // dbeta += sum dy
+    ops::ColumnSums(dy, beta_.grad(), /*beta=*/1.f);              // dbeta += sum dy
     Tensor g = Tensor::Empty(dy.shape(), dy.device());
     ops::Mul(dy, xhat, g);
-    ops::ColumnSums(g, dgamma_, /*beta=*/1.f);              // dgamma += sum dy * xhat
-    ops::BroadcastMul(dy, gamma_, Broadcast::kRow, g);      // g = dy * gamma
+    ops::ColumnSums(g, gamma_.grad(), /*beta=*/1.f);              // dgamma += sum dy * xhat
+    ops::BroadcastMul(dy, gamma_.value(), Broadcast::kRow, g);      // g = dy * gamma
     Tensor mean_g = Tensor::Empty({rows}, dy.device());
     Tensor mean_gx = Tensor::Empty({rows}, dy.device());
     Tensor dx = Tensor::Empty(dy.shape(), dy.device());
@@ -80,8 +78,8 @@ class RowNorm : public tandem::Layer {
     return dx;
   }
 
-  std::vector<tandem::Parameter> Parameters() override {
-    return {{name_ + ".weight", &gamma_, &dgamma_}, {name_ + ".bias", &beta_, &dbeta_}};
+  std::vector<tandem::NamedParameter> Parameters() override {
+    return {{name_ + ".weight", &gamma_}, {name_ + ".bias", &beta_}};
   }
   std::string Name() const override { return name_; }
 
@@ -89,7 +87,7 @@ class RowNorm : public tandem::Layer {
   std::string name_;
   int64_t features_;
   float eps_;
-  Tensor gamma_, beta_, dgamma_, dbeta_;
+  tandem::Parameter gamma_, beta_;  // each owns its value and gradient
   tandem::SavedTensor xhat_{"normalised input"}, rstd_{"1/std"};
 };
 

@@ -29,8 +29,7 @@ class ScaledTanh : public tandem::Layer {
  public:
   ScaledTanh(std::string name, int64_t features, tandem::Device device = tandem::Device::Cpu())
       : name_(std::move(name)), features_(features) {
-    gain_ = Tensor::Full({features}, 1.f, device);
-    dgain_ = Tensor::Zeros({features}, device);
+    gain_ = tandem::Parameter(Tensor::Full({features}, 1.f, device));  // gradient: zeros
   }
 
   Tensor Forward(const Tensor& x_in) override {  // x [batch, features]
@@ -41,7 +40,7 @@ class ScaledTanh : public tandem::Layer {
     Tensor t = Tensor::Empty(x.shape(), x.device());
     ops::ActivationForward(tandem::Activation::kTanh, x, t);  // t = tanh(x)
     Tensor y = Tensor::Empty(x.shape(), x.device());
-    ops::BroadcastMul(t, gain_, tandem::Broadcast::kRow, y);  // y = gain * t
+    ops::BroadcastMul(t, gain_.value(), tandem::Broadcast::kRow, y);  // y = gain * t
     input_.Save(x);  // after the layer's own writes
     tanh_.Save(t);
     return y;
@@ -53,22 +52,22 @@ class ScaledTanh : public tandem::Layer {
     const Tensor& t = tanh_.Get(*this);
     Tensor g = Tensor::Empty(dy.shape(), dy.device());
     ops::Mul(dy, t, g);
-    ops::ColumnSums(g, dgain_, /*beta=*/1.f);                    // dgain += sum of dy * t
-    ops::BroadcastMul(dy, gain_, tandem::Broadcast::kRow, g);   // g = dy * gain
+    ops::ColumnSums(g, gain_.grad(), /*beta=*/1.f);                    // dgain += sum of dy * t
+    ops::BroadcastMul(dy, gain_.value(), tandem::Broadcast::kRow, g);   // g = dy * gain
     Tensor dx = Tensor::Empty(x.shape(), x.device());
     ops::ActivationBackward(tandem::Activation::kTanh, x, g, dx);  // dx = g * (1 - t^2)
     return dx;
   }
 
-  std::vector<tandem::Parameter> Parameters() override {
-    return {{name_ + ".gain", &gain_, &dgain_}};
+  std::vector<tandem::NamedParameter> Parameters() override {
+    return {{name_ + ".gain", &gain_}};
   }
   std::string Name() const override { return name_; }
 
  private:
   std::string name_;
   int64_t features_;
-  Tensor gain_, dgain_;  // [features]
+  tandem::Parameter gain_;  // [features], with its gradient
   tandem::SavedTensor input_{"input"}, tanh_{"tanh"};
 };
 

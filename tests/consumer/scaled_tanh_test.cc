@@ -58,7 +58,7 @@ TEST(ScaledTanhTest, LearnsItsGains) {
     layer.Backward(loss.Backward());
     sgd.Step();
   }
-  const std::vector<float> gains = layer.Parameters()[0].value->ToVector();
+  const std::vector<float> gains = layer.Parameters()[0].value().ToVector();
   for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(gains[j], want[j], 1e-3) << "gain " << j;
 }
 

@@ -41,8 +41,8 @@ double MaxDiff(const Tensor& a, const Tensor& b) {
 TEST(RowNormTest, GradientsPassAFiniteDifferenceCheck) {
   example::RowNorm norm("norm", 7, Device::Cpu());
   // Non-trivial affine parameters, so their gradients are probed too.
-  *norm.Parameters()[0].value = RandomRows(1, 7, 3, Device::Cpu()).Reshape({7});
-  *norm.Parameters()[1].value = RandomRows(1, 7, 4, Device::Cpu()).Reshape({7});
+  norm.Parameters()[0].value() = RandomRows(1, 7, 3, Device::Cpu()).Reshape({7});
+  norm.Parameters()[1].value() = RandomRows(1, 7, 4, Device::Cpu()).Reshape({7});
   EXPECT_LT(CheckLayerGradients(norm, RandomRows(5, 7, 1, Device::Cpu())), 1e-2);
 }
 
@@ -56,7 +56,7 @@ TEST_P(RowNormDeviceTest, MatchesTheFusedLayerNorm) {
   EXPECT_LT(MaxDiff(mine.Forward(x), fused.Forward(x)), 1e-5);
   EXPECT_LT(MaxDiff(mine.Backward(dy), fused.Backward(dy)), 1e-4);
   for (int p = 0; p < 2; ++p) {
-    EXPECT_LT(MaxDiff(*mine.Parameters()[p].grad, *fused.Parameters()[p].grad), 1e-3)
+    EXPECT_LT(MaxDiff(mine.Parameters()[p].grad(), fused.Parameters()[p].grad()), 1e-3)
         << mine.Parameters()[p].name;
   }
 }
@@ -74,7 +74,7 @@ TEST_P(RowNormDeviceTest, CastsBfloat16AtItsEdges) {
   EXPECT_EQ(dx.dtype(), DType::kFloat32);
   EXPECT_EQ(y.ToVector(), plain.Forward(ops::ToDType(x, DType::kFloat32)).ToVector());
   EXPECT_EQ(dx.ToVector(), plain.Backward(ops::ToDType(dy, DType::kFloat32)).ToVector());
-  EXPECT_EQ(mixed.Parameters()[0].grad->ToVector(), plain.Parameters()[0].grad->ToVector());
+  EXPECT_EQ(mixed.Parameters()[0].grad().ToVector(), plain.Parameters()[0].grad().ToVector());
 }
 
 TEST_P(RowNormDeviceTest, TheHostNeverWaits) {

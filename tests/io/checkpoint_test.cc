@@ -466,7 +466,7 @@ struct Trainer {
 
   // One step on a fixed batch derived from `step_seed`.
   void Step(uint64_t step_seed) {
-    const int64_t in = model->Parameters()[0].value->dim(1);
+    const int64_t in = model->Parameters()[0].value().dim(1);
     Rng rng(step_seed);
     std::vector<float> x(4 * in), y(4);
     for (float& v : x) v = rng.Normal();
@@ -536,12 +536,12 @@ TEST_P(CheckpointRestoreTest, ResumesAcrossPrecisions) {
     Trainer other({6, 5, 3}, "adamw", 999, device(), p);
     Restore(saved, *other.model, *other.optimizer);
     EXPECT_TRUE(other.Snapshot() == saved) << PrecisionName(p);
-    for (const Parameter& param : other.model->Parameters()) {
-      EXPECT_EQ(param.value->dtype(), DType::kFloat32);
-      if (param.working == nullptr) continue;
-      std::vector<float> rounded = param.value->ToVector();
+    for (const NamedParameter& param : other.model->Parameters()) {
+      EXPECT_EQ(param.value().dtype(), DType::kFloat32);
+      if (param.working() == nullptr) continue;
+      std::vector<float> rounded = param.value().ToVector();
       for (float& v : rounded) v = RoundToBFloat16(v);
-      EXPECT_EQ(param.working->ToVector(), rounded) << param.name;
+      EXPECT_EQ(param.working()->ToVector(), rounded) << param.name;
     }
     if (p == Precision::kBf16) {
       Trainer uninterrupted({6, 5, 3}, "adamw", 1, device(), Precision::kBf16);

@@ -92,7 +92,7 @@ std::unique_ptr<Sequential> MakeMlp(uint64_t seed, Device device = Device::Cpu()
 
 std::vector<std::vector<float>> Values(Layer& model) {
   std::vector<std::vector<float>> values;
-  for (const Parameter& p : model.Parameters()) values.push_back(p.value->ToVector());
+  for (const NamedParameter& p : model.Parameters()) values.push_back(p.value().ToVector());
   return values;
 }
 
@@ -378,7 +378,7 @@ TEST_P(SafetensorsModelTest, F32RoundTripIsBitwise) {
   EXPECT_EQ(file.tensors.at("fc1.bias").shape, (Shape{5}));
   EXPECT_EQ(file.tensors.at("fc2.weight").dtype, "F32");
   EXPECT_EQ(SafetensorsToFloats(file.tensors.at("fc2.weight")),
-            a->Parameters()[2].value->ToVector());
+            a->Parameters()[2].value().ToVector());
 
   auto b = MakeMlp(2, device());
   ASSERT_NE(Values(*b), Values(*a));
@@ -395,7 +395,7 @@ TEST_P(SafetensorsModelTest, Bf16ExportRoundsTheMastersAndImportsExactly) {
   ExportSafetensors(path, *a, options);
   const SafetensorsFile file = ReadSafetensors(path);
   EXPECT_TRUE(file.metadata.empty());
-  const std::vector<float> w = a->Parameters()[0].value->ToVector();
+  const std::vector<float> w = a->Parameters()[0].value().ToVector();
   const SafetensorsTensor& t = file.tensors.at("fc1.weight");
   ASSERT_EQ(t.dtype, "BF16");
   ASSERT_EQ(t.data.size(), 2 * w.size());

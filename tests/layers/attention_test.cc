@@ -139,9 +139,9 @@ TEST_P(AttentionTest, ParametersAreTheProjections) {
   EXPECT_EQ(children[1], &attn->proj());
   std::vector<std::string> names;
   std::vector<Shape> shapes;
-  for (const Parameter& p : attn->Parameters()) {
+  for (const NamedParameter& p : attn->Parameters()) {
     names.push_back(p.name);
-    shapes.push_back(p.value->shape());
+    shapes.push_back(p.value().shape());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"attn.qkv.weight", "attn.qkv.bias",
                                              "attn.proj.weight", "attn.proj.bias"}));
@@ -235,10 +235,10 @@ TEST_P(AttentionTest, Bf16MatchesFloat32) {
   const std::vector<float> dx_full =
       full->Backward(Tensor::FromVector(dy, shape, device())).ToVector();
   EXPECT_LE(Bf16Error("input gradient", dx_half.ToVector(), dx_full), std::pow(2.0, -5));
-  const std::vector<Parameter> ph = half->Parameters(), pf = full->Parameters();
+  const std::vector<NamedParameter> ph = half->Parameters(), pf = full->Parameters();
   for (size_t p = 0; p < ph.size(); ++p) {
-    EXPECT_EQ(ph[p].grad->dtype(), DType::kFloat32);
-    EXPECT_LE(Bf16Error(ph[p].name, ph[p].grad->ToVector(), pf[p].grad->ToVector()),
+    EXPECT_EQ(ph[p].grad().dtype(), DType::kFloat32);
+    EXPECT_LE(Bf16Error(ph[p].name, ph[p].grad().ToVector(), pf[p].grad().ToVector()),
               std::pow(2.0, -5))
         << ph[p].name;
   }

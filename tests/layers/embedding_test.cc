@@ -53,11 +53,11 @@ TEST_P(EmbeddingTest, ParameterNameShapeAndStandardNormalInit) {
   Rng rng(1), same(1);
   Embedding emb("emb", 1000, 16, rng, device());
   Embedding twin("emb", 1000, 16, same, device());
-  std::vector<Parameter> params = emb.Parameters();
+  std::vector<NamedParameter> params = emb.Parameters();
   ASSERT_EQ(params.size(), 1u);
   EXPECT_EQ(params[0].name, "emb.weight");
-  EXPECT_EQ(params[0].value->shape(), (Shape{1000, 16}));
-  EXPECT_EQ(params[0].working, nullptr);
+  EXPECT_EQ(params[0].value().shape(), (Shape{1000, 16}));
+  EXPECT_EQ(params[0].working(), nullptr);
   EXPECT_EQ(emb.Describe(), "emb (Embedding 1000×16)");
   const std::vector<float> w = emb.weight().ToVector();
   EXPECT_EQ(w, twin.weight().ToVector());  // same seed, same table
@@ -91,12 +91,12 @@ TEST_P(EmbeddingTest, BackwardScatterAddsWithRepeatedIndices) {
   emb.Forward(x);
   EXPECT_FALSE(emb.Backward(dy).defined());  // indices have no gradient
   const std::vector<float> once = {0, 0, 1 + 5 + 7, 2 + 6 + 8, 0, 0, 3, 4};
-  EXPECT_EQ(emb.Parameters()[0].grad->ToVector(), once);
+  EXPECT_EQ(emb.Parameters()[0].grad().ToVector(), once);
   emb.Forward(x);
   emb.Backward(dy);
   std::vector<float> twice = once;
   for (float& v : twice) v *= 2;
-  EXPECT_EQ(emb.Parameters()[0].grad->ToVector(), twice);
+  EXPECT_EQ(emb.Parameters()[0].grad().ToVector(), twice);
 }
 
 // per_position: a row per position, [batch, context, dim] (the same
@@ -115,7 +115,7 @@ TEST_P(EmbeddingTest, PerPositionGivesARowPerPosition) {
   ZeroGrad(flat);
   EXPECT_FALSE(rows.Backward(Tensor::FromVector(dy, {2, 3, 2}, device())).defined());
   flat.Backward(Tensor::FromVector(dy, {2, 6}, device()));
-  EXPECT_EQ(rows.Parameters()[0].grad->ToVector(), flat.Parameters()[0].grad->ToVector());
+  EXPECT_EQ(rows.Parameters()[0].grad().ToVector(), flat.Parameters()[0].grad().ToVector());
   rows.Forward(x);
   EXPECT_NE(ErrorText([&] { rows.Backward(Tensor::Zeros({2, 6}, device())); })
                 .find("got output gradient [2, 6]: expected [2, 3, 2]"),
@@ -153,7 +153,7 @@ TEST_P(EmbeddingTest, WeightGradientMatchesFiniteDifferences) {
   ZeroGrad(emb);
   emb.Forward(x);
   emb.Backward(Tensor::FromVector(r, {2, 4 * dim}, device()));
-  const std::vector<float> analytic = emb.Parameters()[0].grad->ToVector();
+  const std::vector<float> analytic = emb.Parameters()[0].grad().ToVector();
   std::vector<float> w = emb.weight().ToVector();
   const float step = 1e-2f;
   double diff = 0, norm = 0;
@@ -186,7 +186,7 @@ TEST_P(EmbeddingTest, MatchesCpu) {
     Embedding emb("emb", vocab, dim, rng, devices[d]);
     results[d][0] = emb.Forward(Tensor::FromVector(x, {batch, context}, devices[d])).ToVector();
     emb.Backward(Tensor::FromVector(dy, {batch, context * dim}, devices[d]));
-    results[d][1] = emb.Parameters()[0].grad->ToVector();
+    results[d][1] = emb.Parameters()[0].grad().ToVector();
   }
   // Gathering copies bits; the scatter-add sums in the same order on both.
   EXPECT_EQ(results[1][0], results[0][0]);
@@ -203,10 +203,10 @@ TEST_P(EmbeddingTest, Bf16ForwardIsRoundedMasterRows) {
   Embedding emb("emb", 6, 5, rng, device(), EmbeddingOptions{Precision::kBf16});
   const bool bf16 = GetBackend(device()).MultipliesBFloat16();
   if (bf16) {
-    ASSERT_NE(emb.Parameters()[0].working, nullptr);
-    EXPECT_EQ(emb.Parameters()[0].working->dtype(), DType::kBFloat16);
+    ASSERT_NE(emb.Parameters()[0].working(), nullptr);
+    EXPECT_EQ(emb.Parameters()[0].working()->dtype(), DType::kBFloat16);
   } else {
-    EXPECT_EQ(emb.Parameters()[0].working, nullptr);
+    EXPECT_EQ(emb.Parameters()[0].working(), nullptr);
   }
   EXPECT_EQ(emb.weight().dtype(), DType::kFloat32);
   const std::vector<float> w = emb.weight().ToVector();
@@ -223,8 +223,8 @@ TEST_P(EmbeddingTest, Bf16ForwardIsRoundedMasterRows) {
   ZeroGrad(emb);
   const Tensor dy = Tensor::Full({2, 10}, 0.5f, device(), DType::kBFloat16);
   emb.Backward(dy);
-  const std::vector<float> grad = emb.Parameters()[0].grad->ToVector();
-  EXPECT_EQ(emb.Parameters()[0].grad->dtype(), DType::kFloat32);
+  const std::vector<float> grad = emb.Parameters()[0].grad().ToVector();
+  EXPECT_EQ(emb.Parameters()[0].grad().dtype(), DType::kFloat32);
   EXPECT_EQ(grad[5 * 5], 1.f);  // row 5 twice
   EXPECT_EQ(grad[0], 0.5f);
   EXPECT_EQ(grad[1 * 5], 0.f);
@@ -303,8 +303,8 @@ std::vector<float> TrainOnShards(Communicator& comm, int steps) {
     optimizer->Step();
   }
   std::vector<float> params;
-  for (Parameter& p : model->Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
+  for (NamedParameter& p : model->Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
     params.insert(params.end(), v.begin(), v.end());
   }
   return params;

@@ -27,29 +27,28 @@ class AddWeight : public Layer {
  public:
   explicit AddWeight(int64_t wrong = -1, float wrong_value = 0.f)
       : wrong_(wrong), wrong_value_(wrong_value) {
-    w_ = Tensor::FromVector({0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}, {2, 3});
-    dw_ = Tensor::Zeros({2, 3});
+    w_ = Parameter(Tensor::FromVector({0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}, {2, 3}));
   }
   Tensor Forward(const Tensor& x) override {
     Tensor y = Tensor::Empty(x.shape(), x.device());
-    ops::Add(x, w_, y);
+    ops::Add(x, w_.value(), y);
     return y;
   }
   Tensor Backward(const Tensor& dy) override {
     const std::vector<float> g = dy.ToVector();
-    std::vector<float> dw = dw_.ToVector();
+    std::vector<float> dw = w_.grad().ToVector();
     for (size_t i = 0; i < dw.size(); ++i) dw[i] += g[i];
     if (wrong_ >= 0) dw[wrong_] = wrong_value_;
-    dw_.CopyFrom(Tensor::FromVector(dw, dw_.shape()));
+    w_.grad().CopyFrom(Tensor::FromVector(dw, w_.grad().shape()));
     return dy.Clone();
   }
-  std::vector<Parameter> Parameters() override { return {{"add.w", &w_, &dw_}}; }
+  std::vector<NamedParameter> Parameters() override { return {{"add.w", &w_}}; }
   std::string Name() const override { return "add"; }
 
  private:
   int64_t wrong_;
   float wrong_value_;
-  Tensor w_, dw_;
+  Parameter w_;
 };
 
 Tensor Input() { return Tensor::FromVector({1.f, -2.f, 0.5f, 3.f, -1.f, 2.f}, {2, 3}); }

@@ -72,14 +72,14 @@ class LayerNormTest : public DeviceTest {
 
 TEST_P(LayerNormTest, ParametersAreNamedAndInitialisedLikePyTorch) {
   LayerNorm ln("ln1", 5, device());
-  std::vector<Parameter> params = ln.Parameters();
+  std::vector<NamedParameter> params = ln.Parameters();
   ASSERT_EQ(params.size(), 2u);
   EXPECT_EQ(params[0].name, "ln1.weight");
   EXPECT_EQ(params[1].name, "ln1.bias");
-  EXPECT_EQ(params[0].value->shape(), (Shape{5}));
-  EXPECT_EQ(params[0].value->ToVector(), std::vector<float>(5, 1.f));
-  EXPECT_EQ(params[1].value->ToVector(), std::vector<float>(5, 0.f));
-  EXPECT_EQ(params[0].working, nullptr);
+  EXPECT_EQ(params[0].value().shape(), (Shape{5}));
+  EXPECT_EQ(params[0].value().ToVector(), std::vector<float>(5, 1.f));
+  EXPECT_EQ(params[1].value().ToVector(), std::vector<float>(5, 0.f));
+  EXPECT_EQ(params[0].working(), nullptr);
   EXPECT_EQ(ln.Describe(), "ln1 (LayerNorm 5)");
 }
 
@@ -136,7 +136,7 @@ TEST_P(LayerNormTest, NdInputNormalisesTheLastDimension) {
   EXPECT_EQ(dx.shape(), (Shape{2, 3, 5}));
   EXPECT_EQ(dx.ToVector(), flat.Backward(Tensor::FromVector(dy, {6, 5}, device())).ToVector());
   for (size_t p = 0; p < 2; ++p) {
-    EXPECT_EQ(nd.Parameters()[p].grad->ToVector(), flat.Parameters()[p].grad->ToVector()) << p;
+    EXPECT_EQ(nd.Parameters()[p].grad().ToVector(), flat.Parameters()[p].grad().ToVector()) << p;
   }
   CompareLayerGradients(nd, Tensor::FromVector(x, {2, 3, 5}, device())).Require(1e-2);
   nd.Forward(Tensor::FromVector(x, {2, 3, 5}, device()));
@@ -166,8 +166,8 @@ TEST_P(LayerNormTest, BackwardHandFormula) {
     mean_g += dy[c] * w[c] / 4.0;
     mean_gx += dy[c] * w[c] * (x[c] - mean) * rstd / 4.0;
   }
-  const std::vector<float> dw = ln.Parameters()[0].grad->ToVector();
-  const std::vector<float> db = ln.Parameters()[1].grad->ToVector();
+  const std::vector<float> dw = ln.Parameters()[0].grad().ToVector();
+  const std::vector<float> db = ln.Parameters()[1].grad().ToVector();
   for (int c = 0; c < 4; ++c) {
     const double xhat = (x[c] - mean) * rstd;
     EXPECT_NEAR(dx[c], rstd * (dy[c] * w[c] - mean_g - xhat * mean_gx), 1e-5) << c;
@@ -184,12 +184,12 @@ TEST_P(LayerNormTest, BackwardAddsIntoGradients) {
   ZeroGrad(ln);
   ln.Forward(x);
   ln.Backward(dy);
-  const std::vector<float> w1 = ln.Parameters()[0].grad->ToVector();
-  const std::vector<float> b1 = ln.Parameters()[1].grad->ToVector();
+  const std::vector<float> w1 = ln.Parameters()[0].grad().ToVector();
+  const std::vector<float> b1 = ln.Parameters()[1].grad().ToVector();
   ln.Forward(x);
   ln.Backward(dy);
-  const std::vector<float> w2 = ln.Parameters()[0].grad->ToVector();
-  const std::vector<float> b2 = ln.Parameters()[1].grad->ToVector();
+  const std::vector<float> w2 = ln.Parameters()[0].grad().ToVector();
+  const std::vector<float> b2 = ln.Parameters()[1].grad().ToVector();
   for (size_t i = 0; i < w1.size(); ++i) {
     EXPECT_NEAR(w2[i], 2 * w1[i], 1e-5);
     EXPECT_NEAR(b2[i], 2 * b1[i], 1e-5);
@@ -233,8 +233,8 @@ TEST_P(LayerNormTest, MatchesCpu) {
                                .ToVector());
       results[d].push_back(ln.Backward(Tensor::FromVector(dy, {rows, cols}, devices[d]))
                                .ToVector());
-      results[d].push_back(ln.Parameters()[0].grad->ToVector());
-      results[d].push_back(ln.Parameters()[1].grad->ToVector());
+      results[d].push_back(ln.Parameters()[0].grad().ToVector());
+      results[d].push_back(ln.Parameters()[1].grad().ToVector());
     }
     for (size_t k = 0; k < results[0].size(); ++k) {
       EXPECT_LE(RelativeL2(results[1][k], results[0][k]), 1e-5)
@@ -257,10 +257,10 @@ TEST_P(LayerNormTest, Bf16MatchesFloat32OnBf16Values) {
   const DType compute =
       GetBackend(device()).MultipliesBFloat16() ? DType::kBFloat16 : DType::kFloat32;
   if (compute == DType::kBFloat16) {
-    ASSERT_NE(half.Parameters()[0].working, nullptr);
-    EXPECT_EQ(half.Parameters()[0].working->dtype(), DType::kBFloat16);
+    ASSERT_NE(half.Parameters()[0].working(), nullptr);
+    EXPECT_EQ(half.Parameters()[0].working()->dtype(), DType::kBFloat16);
   } else {
-    EXPECT_EQ(half.Parameters()[0].working, nullptr);
+    EXPECT_EQ(half.Parameters()[0].working(), nullptr);
   }
   EXPECT_EQ(half.weight().dtype(), DType::kFloat32);
   EXPECT_EQ(half.Describe(), "ln (LayerNorm 48, bf16)");
@@ -286,11 +286,11 @@ TEST_P(LayerNormTest, Bf16MatchesFloat32OnBf16Values) {
       half.Backward(Tensor::FromVector(dy, {rows, cols}, device(), DType::kBFloat16));
   const Tensor dx_full = full.Backward(Tensor::FromVector(dy, {rows, cols}, device()));
   EXPECT_EQ(dx_half.dtype(), compute);
-  EXPECT_EQ(half.Parameters()[0].grad->dtype(), DType::kFloat32);
+  EXPECT_EQ(half.Parameters()[0].grad().dtype(), DType::kFloat32);
   EXPECT_LE(RelativeL2(dx_half.ToVector(), dx_full.ToVector()), std::pow(2.0, -7));
   for (size_t p = 0; p < 2; ++p) {
-    EXPECT_LE(RelativeL2(half.Parameters()[p].grad->ToVector(),
-                         full.Parameters()[p].grad->ToVector()),
+    EXPECT_LE(RelativeL2(half.Parameters()[p].grad().ToVector(),
+                         full.Parameters()[p].grad().ToVector()),
               std::pow(2.0, -7))
         << "parameter " << p;
   }

@@ -64,10 +64,10 @@ TEST_P(LinearTest, BackwardAccumulatesIntoGradients) {
   ZeroGrad(fc);
   fc.Forward(x);
   fc.Backward(dy);
-  const std::vector<float> once = fc.Parameters()[0].grad->ToVector();
+  const std::vector<float> once = fc.Parameters()[0].grad().ToVector();
   fc.Forward(x);
   fc.Backward(dy);
-  const std::vector<float> twice = fc.Parameters()[0].grad->ToVector();
+  const std::vector<float> twice = fc.Parameters()[0].grad().ToVector();
   for (size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(twice[i], 2 * once[i], 1e-5);
 }
 
@@ -91,19 +91,19 @@ TEST_P(LinearTest, OverwriteAndSgdInBackward) {
   Linear reference("fc", 4, 3, rng_a, o), fused("fc", 4, 3, rng_b, o);
   BackwardArgs overwrite = BackwardArgs::For(device());
   overwrite.grad_mode = GradMode::kOverwrite;
-  ops::Fill(*reference.Parameters()[0].grad, 123.f);  // garbage to overwrite
+  ops::Fill(reference.Parameters()[0].grad(), 123.f);  // garbage to overwrite
   reference.Forward(x);
   BackwardJoined(reference, dy, overwrite);
   reference.Forward(x);
   const std::vector<float> dx_ref = BackwardJoined(reference, dy, overwrite).ToVector();
   const std::vector<float> w0 = reference.weight().ToVector(), b0 = reference.bias().ToVector();
-  const std::vector<float> dw = reference.Parameters()[0].grad->ToVector();
-  const std::vector<float> db = reference.Parameters()[1].grad->ToVector();
+  const std::vector<float> dw = reference.Parameters()[0].grad().ToVector();
+  const std::vector<float> db = reference.Parameters()[1].grad().ToVector();
 
   ZeroGrad(reference);
   reference.Forward(x);
   reference.Backward(dy);
-  const std::vector<float> dw_once = reference.Parameters()[0].grad->ToVector();
+  const std::vector<float> dw_once = reference.Parameters()[0].grad().ToVector();
   for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], dw_once[i], 1e-5) << i;
 
   const float lr = 0.25f;
@@ -122,8 +122,8 @@ TEST_P(LinearTest, OverwriteAndSgdInBackward) {
   for (size_t i = 0; i < w1.size(); ++i) EXPECT_NEAR(w1[i], w0[i] - lr * dw[i], 1e-5) << i;
   for (size_t i = 0; i < b1.size(); ++i) EXPECT_NEAR(b1[i], b0[i] - lr * db[i], 1e-5) << i;
   // Updated in Backward: no gradients kept.
-  EXPECT_FALSE(fused.Parameters()[0].grad->defined());
-  EXPECT_FALSE(fused.Parameters()[1].grad->defined());
+  EXPECT_FALSE(fused.Parameters()[0].grad().defined());
+  EXPECT_FALSE(fused.Parameters()[1].grad().defined());
   // A second step starts from the updated weights. Expected: the gradient
   // at (w1, b1).
   fused.Forward(x);
@@ -133,7 +133,7 @@ TEST_P(LinearTest, OverwriteAndSgdInBackward) {
   reference.bias().CopyFrom(Tensor::FromVector(b1, reference.bias().shape()));
   reference.Forward(x);
   BackwardJoined(reference, dy, overwrite);
-  const std::vector<float> dw1 = reference.Parameters()[0].grad->ToVector();
+  const std::vector<float> dw1 = reference.Parameters()[0].grad().ToVector();
   const std::vector<float> w2 = fused.weight().ToVector();
   for (size_t i = 0; i < w2.size(); ++i) EXPECT_NEAR(w2[i], w1[i] - lr * dw1[i], 1e-5) << i;
   // A later Backward that adds into the gradients makes them again, zeroed.
@@ -143,8 +143,8 @@ TEST_P(LinearTest, OverwriteAndSgdInBackward) {
   fused.Backward(dy);
   reference.Forward(x);
   BackwardJoined(reference, dy, overwrite);
-  const std::vector<float> dw2 = fused.Parameters()[0].grad->ToVector();
-  const std::vector<float> dw2_ref = reference.Parameters()[0].grad->ToVector();
+  const std::vector<float> dw2 = fused.Parameters()[0].grad().ToVector();
+  const std::vector<float> dw2_ref = reference.Parameters()[0].grad().ToVector();
   for (size_t i = 0; i < dw2.size(); ++i) EXPECT_NEAR(dw2[i], dw2_ref[i], 1e-5) << i;
 }
 
@@ -175,7 +175,7 @@ TEST_P(LinearTest, ParameterLaneChangesNoResult) {
     }
     EXPECT_EQ(ready, 2);
     for (size_t p = 0; p < 2; ++p) {
-      EXPECT_EQ(first.Parameters()[p].grad->ToVector(), beside.Parameters()[p].grad->ToVector())
+      EXPECT_EQ(first.Parameters()[p].grad().ToVector(), beside.Parameters()[p].grad().ToVector())
           << "parameter " << p;
     }
     first_args.input_grad = false;
@@ -250,17 +250,17 @@ DType Bf16ComputeDType(Device device) {
 // bfloat16; the master itself, with no working copy, elsewhere. Checked
 // against that rule.
 std::vector<float> ParameterMultiplied(Linear& layer, size_t p) {
-  const Parameter param = layer.Parameters()[p];
-  EXPECT_EQ(param.value->dtype(), DType::kFloat32);
-  if (Bf16ComputeDType(param.value->device()) == DType::kFloat32) {
-    EXPECT_EQ(param.working, nullptr) << "a working copy where bfloat16 is not multiplied";
-    return param.value->ToVector();
+  const NamedParameter param = layer.Parameters()[p];
+  EXPECT_EQ(param.value().dtype(), DType::kFloat32);
+  if (Bf16ComputeDType(param.value().device()) == DType::kFloat32) {
+    EXPECT_EQ(param.working(), nullptr) << "a working copy where bfloat16 is not multiplied";
+    return param.value().ToVector();
   }
-  EXPECT_NE(param.working, nullptr);
-  if (param.working == nullptr) return {};
-  EXPECT_EQ(param.working->dtype(), DType::kBFloat16);
-  const std::vector<float> w = param.working->ToVector();
-  EXPECT_EQ(w, Rounded(param.value->ToVector()));
+  EXPECT_NE(param.working(), nullptr);
+  if (param.working() == nullptr) return {};
+  EXPECT_EQ(param.working()->dtype(), DType::kBFloat16);
+  const std::vector<float> w = param.working()->ToVector();
+  EXPECT_EQ(w, Rounded(param.value().ToVector()));
   return w;
 }
 std::vector<float> WeightMultiplied(Linear& layer) { return ParameterMultiplied(layer, 0); }
@@ -301,11 +301,11 @@ TEST_P(LinearTest, Bf16MatchesFloat32OnBf16Values) {
     ops::Cast(dy, dy32);
     const Tensor dx_full = full.Backward(dy32);
     EXPECT_EQ(dx_half.dtype(), Bf16ComputeDType(device()));
-    EXPECT_EQ(half.Parameters()[0].grad->dtype(), DType::kFloat32);
+    EXPECT_EQ(half.Parameters()[0].grad().dtype(), DType::kFloat32);
     EXPECT_LE(RelativeL2(dx_half.ToVector(), dx_full.ToVector()), std::pow(2.0, -6));
     for (size_t p = 0; p < 2; ++p) {
-      EXPECT_LE(RelativeL2(half.Parameters()[p].grad->ToVector(),
-                           full.Parameters()[p].grad->ToVector()),
+      EXPECT_LE(RelativeL2(half.Parameters()[p].grad().ToVector(),
+                           full.Parameters()[p].grad().ToVector()),
                 std::pow(2.0, -6))
           << ActivationName(act) << " parameter " << p;
     }
@@ -332,7 +332,7 @@ TEST_P(LinearTest, Bf16WhereNotMultipliedComputesAsFp32) {
     Linear half("fc", 48, 24, rng_a, o);
     o.precision = Precision::kFp32;
     Linear full("fc", 48, 24, rng_b, o);
-    for (size_t p = 0; p < 2; ++p) EXPECT_EQ(half.Parameters()[p].working, nullptr) << p;
+    for (size_t p = 0; p < 2; ++p) EXPECT_EQ(half.Parameters()[p].working(), nullptr) << p;
     const Tensor x = RandomInput(16, 48, 15), dy = RandomInput(16, 24, 16);
     const Tensor y_half = half.Forward(x);
     EXPECT_EQ(y_half.dtype(), DType::kFloat32);
@@ -350,7 +350,7 @@ TEST_P(LinearTest, Bf16WhereNotMultipliedComputesAsFp32) {
     sgd_half.Step();
     sgd_full.Step();
     for (size_t p = 0; p < 2; ++p) {
-      EXPECT_EQ(half.Parameters()[p].value->ToVector(), full.Parameters()[p].value->ToVector())
+      EXPECT_EQ(half.Parameters()[p].value().ToVector(), full.Parameters()[p].value().ToVector())
           << ActivationName(act) << " parameter " << p;
     }
     const Tensor x16 = Tensor::FromVector(x.ToVector(), x.shape(), device(), DType::kBFloat16);
@@ -388,8 +388,8 @@ TEST_P(LinearTest, Bf16SgdInBackwardKeepsWorkingCopies) {
     reference_sgd.Step();
   }
   for (size_t p = 0; p < 2; ++p) {
-    const std::vector<float> master = fused.Parameters()[p].value->ToVector();
-    const std::vector<float> expected = reference.Parameters()[p].value->ToVector();
+    const std::vector<float> master = fused.Parameters()[p].value().ToVector();
+    const std::vector<float> expected = reference.Parameters()[p].value().ToVector();
     for (size_t i = 0; i < master.size(); ++i) {
       EXPECT_NEAR(master[i], expected[i], 1e-5f + 1e-5f * std::abs(expected[i])) << p;
     }
@@ -420,8 +420,8 @@ TEST_P(LinearTest, Bf16MoveToRebuildsWorkingCopies) {
   EXPECT_EQ(moved.weight().device(), device());
   EXPECT_EQ(WeightMultiplied(moved), WeightMultiplied(built_there));
   EXPECT_EQ(ParameterMultiplied(moved, 1), ParameterMultiplied(built_there, 1));
-  if (moved.Parameters()[1].working != nullptr) {
-    EXPECT_EQ(moved.Parameters()[1].working->device(), device());
+  if (moved.Parameters()[1].working() != nullptr) {
+    EXPECT_EQ(moved.Parameters()[1].working()->device(), device());
   }
   const Tensor x = RandomInput(8, 40, 10);
   EXPECT_EQ(moved.Forward(x).ToVector(), built_there.Forward(x).ToVector());
@@ -461,12 +461,12 @@ TEST_P(LinearTest, Tf32MatchesFloat32) {
   EXPECT_TRUE(near(BackwardJoined(*tf32, dy, overwrite).ToVector(),
                    BackwardJoined(*full, dy, overwrite).ToVector()));
   for (size_t p = 0; p < 2; ++p) {
-    EXPECT_TRUE(near(tf32->Parameters()[p].grad->ToVector(),
-                     full->Parameters()[p].grad->ToVector()))
+    EXPECT_TRUE(near(tf32->Parameters()[p].grad().ToVector(),
+                     full->Parameters()[p].grad().ToVector()))
         << "parameter " << p;
   }
   const std::vector<float> w0 = full->weight().ToVector();
-  const std::vector<float> dw = full->Parameters()[0].grad->ToVector();
+  const std::vector<float> dw = full->Parameters()[0].grad().ToVector();
   SgdParams plain;
   plain.lr = 0.5f;
   Sgd sgd(tf32->Parameters(), plain);
@@ -506,7 +506,7 @@ TEST_P(LinearTest, NdInputEqualsReshaped2D) {
     EXPECT_EQ(dx.shape(), x.shape());
     EXPECT_EQ(dx.ToVector(), flat.Backward(dy2).ToVector()) << ActivationName(act);
     for (size_t p = 0; p < 2; ++p) {
-      EXPECT_EQ(nd.Parameters()[p].grad->ToVector(), flat.Parameters()[p].grad->ToVector())
+      EXPECT_EQ(nd.Parameters()[p].grad().ToVector(), flat.Parameters()[p].grad().ToVector())
           << ActivationName(act) << " parameter " << p;
     }
     SgdParams plain;

@@ -54,7 +54,7 @@ TEST_P(MlpTest, InputGradientOnRequestOnly) {
   auto a = skipping->Parameters(), b = full->Parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].grad->ToVector(), b[i].grad->ToVector()) << a[i].name;
+    EXPECT_EQ(a[i].grad().ToVector(), b[i].grad().ToVector()) << a[i].name;
   }
 }
 

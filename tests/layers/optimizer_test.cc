@@ -20,11 +20,13 @@ class OptimizerTest : public DeviceTest {
   void SetUp() override {
     DeviceTest::SetUp();
     if (IsSkipped()) return;
-    value_ = Tensor::FromVector({1, -2}, {2}, device());
-    grad_ = Tensor::FromVector({0.5f, 0.25f}, {2}, device());
+    w_ = Parameter(Tensor::FromVector({1, -2}, {2}, device()),
+                   Tensor::FromVector({0.5f, 0.25f}, {2}, device()));
   }
-  std::vector<Parameter> Params() { return {{"w", &value_, &grad_}}; }
-  Tensor value_, grad_;
+  std::vector<NamedParameter> Params() { return {{"w", &w_}}; }
+  Tensor& value_() { return w_.value(); }
+  Tensor& grad_() { return w_.grad(); }
+  Parameter w_;
 };
 
 TEST_P(OptimizerTest, SgdMomentumTwoStepsByHand) {
@@ -34,13 +36,13 @@ TEST_P(OptimizerTest, SgdMomentumTwoStepsByHand) {
   Sgd sgd(Params(), p);
   sgd.Step();  // v = g; w -= 0.1 g
   sgd.Step();  // v = 0.9 g + g = 1.9 g; w -= 0.19 g
-  const std::vector<float> w = value_.ToVector();
+  const std::vector<float> w = value_().ToVector();
   EXPECT_NEAR(w[0], 1 - 0.29f * 0.5f, 1e-6);
   EXPECT_NEAR(w[1], -2 - 0.29f * 0.25f, 1e-6);
   EXPECT_EQ(sgd.steps(), 2);
   EXPECT_EQ(sgd.State().size(), 1u);
   sgd.ZeroGrad();
-  EXPECT_EQ(grad_.ToVector(), (std::vector<float>{0, 0}));
+  EXPECT_EQ(grad_().ToVector(), (std::vector<float>{0, 0}));
 }
 
 TEST_P(OptimizerTest, AdamWTwoStepsByHand) {
@@ -52,7 +54,7 @@ TEST_P(OptimizerTest, AdamWTwoStepsByHand) {
   adam.Step();
   // With a constant gradient, m_hat = g and v_hat = g^2 at every step, so
   // each step moves each weight by lr * sign(g) (up to eps).
-  const std::vector<float> w = value_.ToVector();
+  const std::vector<float> w = value_().ToVector();
   EXPECT_NEAR(w[0], 1 - 0.02f, 1e-5);
   EXPECT_NEAR(w[1], -2 - 0.02f, 1e-5);
   EXPECT_EQ(adam.State().size(), 2u);
@@ -66,11 +68,12 @@ TEST_P(OptimizerTest, UpdateParametersIsStepWithoutTheCount) {
     config.name = name;
     config.lr = 0.1f;
     config.momentum = 0.9f;
-    Tensor w2 = Tensor::FromVector({3, 4}, {2}, device());
-    Tensor g2 = Tensor::FromVector({-1, 2}, {2}, device());
-    Tensor w1 = Tensor::FromVector({1, -2}, {2}, device());
-    Tensor g1 = Tensor::FromVector({0.5f, 0.25f}, {2}, device());
-    std::vector<Parameter> params = {{"a", &w1, &g1}, {"b", &w2, &g2}};
+    Parameter pa(Tensor::FromVector({1, -2}, {2}, device()),
+                 Tensor::FromVector({0.5f, 0.25f}, {2}, device()));
+    Parameter pb(Tensor::FromVector({3, 4}, {2}, device()),
+                 Tensor::FromVector({-1, 2}, {2}, device()));
+    Tensor &w1 = pa.value(), &w2 = pb.value();
+    std::vector<NamedParameter> params = {{"a", &pa}, {"b", &pb}};
     auto stepped = MakeOptimizer(config, params);
     stepped->Step();
     stepped->Step();
@@ -78,7 +81,7 @@ TEST_P(OptimizerTest, UpdateParametersIsStepWithoutTheCount) {
 
     w1 = Tensor::FromVector({1, -2}, {2}, device());
     w2 = Tensor::FromVector({3, 4}, {2}, device());
-    params = {{"a", &w1, &g1}, {"b", &w2, &g2}};
+    params = {{"a", &pa}, {"b", &pb}};
     auto by_hand = MakeOptimizer(config, params);
     const Lane lane = GetBackend(device()).side_lane();
     // The caller orders the lane after the gradients (and here the values).
@@ -155,10 +158,10 @@ TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
     fused_sgd.Step();
   }
   EXPECT_EQ(fused_sgd.steps(), 6);
-  std::vector<Parameter> a = plain->Parameters(), b = fused->Parameters();
+  std::vector<NamedParameter> a = plain->Parameters(), b = fused->Parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    const std::vector<float> va = a[i].value->ToVector(), vb = b[i].value->ToVector();
+    const std::vector<float> va = a[i].value().ToVector(), vb = b[i].value().ToVector();
     for (size_t j = 0; j < va.size(); ++j) {
       // The fused update rounds once per step where separate steps round the
       // gradient and then the update, and cuBLAS may pick other kernels for
@@ -171,10 +174,10 @@ TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
   ZeroGrad(*fused);
   loss.Forward(fused->Forward(Tensor::Zeros({4, 6}, device())), Tensor::Zeros({4, 3}, device()));
   fused->Backward(loss.Backward());
-  const std::vector<float> before = b[0].value->ToVector();
-  const std::vector<float> grad = b[0].grad->ToVector();
+  const std::vector<float> before = b[0].value().ToVector();
+  const std::vector<float> grad = b[0].grad().ToVector();
   fused_sgd.Step();
-  const std::vector<float> after = b[0].value->ToVector();
+  const std::vector<float> after = b[0].value().ToVector();
   for (size_t j = 0; j < after.size(); ++j) {
     EXPECT_NEAR(after[j], before[j] - 0.02f * grad[j], 1e-6) << j;
   }
@@ -205,11 +208,12 @@ TEST_P(OptimizerTest, ShardsUpdateLikeWholeParameters) {
     config.lr = 0.1f;
     config.momentum = 0.9f;
     config.weight_decay = 0.01f;
-    Tensor w1 = Tensor::FromVector({1, -2}, {2}, device());
-    Tensor g1 = Tensor::FromVector({0.5f, 0.25f}, {2}, device());
-    Tensor w2 = Tensor::FromVector({3, 4, 5}, {3}, device());
-    Tensor g2 = Tensor::FromVector({-1, 2, 0.125f}, {3}, device());
-    auto whole = MakeOptimizer(config, {{"a", &w1, &g1}, {"b", &w2, &g2}});
+    Parameter pa(Tensor::FromVector({1, -2}, {2}, device()),
+                 Tensor::FromVector({0.5f, 0.25f}, {2}, device()));
+    Parameter pb(Tensor::FromVector({3, 4, 5}, {3}, device()),
+                 Tensor::FromVector({-1, 2, 0.125f}, {3}, device()));
+    Tensor &w1 = pa.value(), &w2 = pb.value();
+    auto whole = MakeOptimizer(config, {{"a", &pa}, {"b", &pb}});
     const int64_t whole_bytes = whole->state_bytes();
     EXPECT_EQ(whole_bytes, std::string(name) == "sgd" ? 5 * 4 : 5 * 2 * 4) << name;
     for (int step = 0; step < 3; ++step) whole->Step();
@@ -217,9 +221,9 @@ TEST_P(OptimizerTest, ShardsUpdateLikeWholeParameters) {
     // The same five elements in one flat buffer: shards [0, 3) and [3, 5).
     Tensor values = Tensor::FromVector({1, -2, 3, 4, 5}, {5}, device());
     Tensor grads = Tensor::FromVector({0.5f, 0.25f, -1, 2, 0.125f}, {5}, device());
-    Tensor a = values.Slice(0, 2), b = values.Slice(2, 5);
-    Tensor ga = grads.Slice(0, 2), gb = grads.Slice(2, 5);
-    auto sharded = MakeOptimizer(config, {{"a", &a, &ga}, {"b", &b, &gb}});
+    Parameter a(values.Slice(0, 2), grads.Slice(0, 2));
+    Parameter b(values.Slice(2, 5), grads.Slice(2, 5));
+    auto sharded = MakeOptimizer(config, {{"a", &a}, {"b", &b}});
     sharded->ShardState({{"s0", values.Slice(0, 3), grads.Slice(0, 3)},
                          {"s1", values.Slice(3, 5), grads.Slice(3, 5)}});
     EXPECT_TRUE(sharded->sharded());

@@ -34,10 +34,10 @@ class PositionEmbeddingTest : public DeviceTest {};
 TEST_P(PositionEmbeddingTest, ParameterNameShapeAndInit) {
   Rng rng(1);
   PositionEmbedding pos("pos", 256, 8, rng, device());
-  const std::vector<Parameter> params = pos.Parameters();
+  const std::vector<NamedParameter> params = pos.Parameters();
   ASSERT_EQ(params.size(), 1u);
   EXPECT_EQ(params[0].name, "pos.weight");
-  EXPECT_EQ(params[0].value->shape(), (Shape{256, 8}));
+  EXPECT_EQ(params[0].value().shape(), (Shape{256, 8}));
   EXPECT_EQ(pos.Describe(), "pos (PositionEmbedding 256×8)");
   double sum_sq = 0;
   for (float v : pos.weight().ToVector()) sum_sq += double(v) * v;
@@ -57,7 +57,7 @@ TEST_P(PositionEmbeddingTest, AddsRowsByPositionAndSumsTheBatch) {
   ZeroGrad(pos);
   const Tensor dy = Tensor::FromVector({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}, device());
   EXPECT_EQ(pos.Backward(dy).ToVector(), dy.ToVector());
-  EXPECT_EQ(pos.Parameters()[0].grad->ToVector(), (std::vector<float>{6, 8, 10, 12, 0, 0}));
+  EXPECT_EQ(pos.Parameters()[0].grad().ToVector(), (std::vector<float>{6, 8, 10, 12, 0, 0}));
 }
 
 TEST_P(PositionEmbeddingTest, GradientsMatchFiniteDifferences) {

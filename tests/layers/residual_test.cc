@@ -106,11 +106,11 @@ TEST_P(ResidualTest, DeviceMatchesCpu) {
   const std::vector<float> dx_dev = dev->Backward(dy.To(device())).ToVector();
   EXPECT_LT(testing::MaxRelativeDifference(y_dev, y_cpu), 1e-4);
   EXPECT_LT(testing::MaxRelativeDifference(dx_dev, dx_cpu), 1e-4);
-  std::vector<Parameter> pc = cpu->Parameters(), pd = dev->Parameters();
+  std::vector<NamedParameter> pc = cpu->Parameters(), pd = dev->Parameters();
   ASSERT_EQ(pc.size(), pd.size());
   for (size_t i = 0; i < pc.size(); ++i) {
     // Weight gradients sum over the batch in cuBLAS's order, not the CPU's.
-    EXPECT_LT(testing::MaxRelativeDifference(pd[i].grad->ToVector(), pc[i].grad->ToVector()),
+    EXPECT_LT(testing::MaxRelativeDifference(pd[i].grad().ToVector(), pc[i].grad().ToVector()),
               2e-3)
         << pc[i].name;
   }
@@ -125,7 +125,7 @@ TEST_P(ResidualTest, BackwardWithPassesTheArgumentsIn) {
   const Tensor dy = RandomInput(3, 4, 11, device());
   block.Forward(x);
   const std::vector<float> dx = block.Backward(dy).ToVector();
-  const std::vector<float> dw = block.Parameters()[0].grad->ToVector();
+  const std::vector<float> dw = block.Parameters()[0].grad().ToVector();
 
   BackwardArgs args = BackwardArgs::For(device());
   args.grad_mode = GradMode::kOverwrite;
@@ -139,14 +139,14 @@ TEST_P(ResidualTest, BackwardWithPassesTheArgumentsIn) {
   EXPECT_TRUE(close(block.BackwardWith(dy, args).ToVector(), dx));
   ops::WaitFor(args.lane, args.param_lane);
   EXPECT_EQ(ready, 1);
-  EXPECT_TRUE(close(block.Parameters()[0].grad->ToVector(), dw));  // not 2 dw
+  EXPECT_TRUE(close(block.Parameters()[0].grad().ToVector(), dw));  // not 2 dw
 
   args.input_grad = false;
   block.Forward(x);
   EXPECT_FALSE(block.BackwardWith(dy, args).defined());
   ops::WaitFor(args.lane, args.param_lane);
   EXPECT_EQ(ready, 2);
-  EXPECT_TRUE(close(block.Parameters()[0].grad->ToVector(), dw));
+  EXPECT_TRUE(close(block.Parameters()[0].grad().ToVector(), dw));
 }
 
 TEST_P(ResidualTest, ErrorsNameTheLayerAndShapes) {
@@ -171,7 +171,7 @@ INSTANTIATE_DEVICE_TEST_SUITE_P(ResidualTest);
 
 std::vector<std::string> Names(Layer& layer) {
   std::vector<std::string> names;
-  for (const Parameter& p : layer.Parameters()) names.push_back(p.name);
+  for (const NamedParameter& p : layer.Parameters()) names.push_back(p.name);
   return names;
 }
 
@@ -223,14 +223,14 @@ class TwoAlike : public Layer {
  public:
   Tensor Forward(const Tensor& x) override { return x; }
   Tensor Backward(const Tensor& dy) override { return dy; }
-  std::vector<Parameter> Parameters() override {
-    return {{"w", &a_, &da_}, {"w", &b_, &db_}};
+  std::vector<NamedParameter> Parameters() override {
+    return {{"w", &a_}, {"w", &b_}};
   }
   std::string Name() const override { return "alike"; }
 
  private:
-  Tensor a_ = Tensor::Zeros({1}), da_ = Tensor::Zeros({1});
-  Tensor b_ = Tensor::Zeros({1}), db_ = Tensor::Zeros({1});
+  Parameter a_{Tensor::Zeros({1})};
+  Parameter b_{Tensor::Zeros({1})};
 };
 
 TEST(ResidualNamesTest, SequentialRefusesALayerWithTwoNamesAlike) {
@@ -315,8 +315,8 @@ std::vector<float> TrainResidualMlp(Communicator& comm, int steps) {
     optimizer->Step();
   }
   std::vector<float> params;
-  for (Parameter& p : model->Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
+  for (NamedParameter& p : model->Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
     params.insert(params.end(), v.begin(), v.end());
   }
   return params;
@@ -335,8 +335,8 @@ TEST(ResidualDataParallelTest, TwoWorkersEqualOneOnTheGlobalBatch) {
   const std::vector<float> init = [] {
     auto model = ResidualMlp(11, Device::Cpu());
     std::vector<float> v;
-    for (Parameter& p : model->Parameters()) {
-      const std::vector<float> pv = p.value->ToVector();
+    for (NamedParameter& p : model->Parameters()) {
+      const std::vector<float> pv = p.value().ToVector();
       v.insert(v.end(), pv.begin(), pv.end());
     }
     return v;

@@ -138,8 +138,8 @@ TEST_P(AliasingTest, ResidualLayerGivesCorrectGradients) {
     const std::vector<float> dfx = alone->Backward(dy).ToVector();
     wrapped.Forward(x);
     const std::vector<float> dx = wrapped.Backward(dy).ToVector();
-    EXPECT_EQ(wrapped.Parameters()[0].grad->ToVector(),
-              alone->Parameters()[0].grad->ToVector());
+    EXPECT_EQ(wrapped.Parameters()[0].grad().ToVector(),
+              alone->Parameters()[0].grad().ToVector());
     const std::vector<float> dys = dy.ToVector();
     for (size_t i = 0; i < dx.size(); ++i) EXPECT_FLOAT_EQ(dx[i], dys[i] + dfx[i]);
   }

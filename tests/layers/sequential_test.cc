@@ -84,7 +84,7 @@ TEST_P(SequentialTest, BackwardReleasesWhatTheParameterLaneReadAsItGoes) {
   copy.Forward(x);
   EXPECT_EQ(copy.BackwardWith(dy, one_lane).ToVector(), dx.ToVector());
   for (size_t p = 0; p < model.Parameters().size(); ++p) {
-    EXPECT_EQ(model.Parameters()[p].grad->ToVector(), copy.Parameters()[p].grad->ToVector())
+    EXPECT_EQ(model.Parameters()[p].grad().ToVector(), copy.Parameters()[p].grad().ToVector())
         << model.Parameters()[p].name;
   }
 }
@@ -163,22 +163,22 @@ class ScaleLayer : public Layer {
   Tensor Forward(const Tensor& x) override {
     x_ = x;
     Tensor y = Tensor::Empty(x.shape(), x.device());
-    ops::Mul(x, s_, y);
+    ops::Mul(x, s_.value(), y);
     return y;
   }
   Tensor Backward(const Tensor& dy) override {  // adds into ds, like any layer
     Tensor g = Tensor::Empty(dy.shape(), dy.device());
     ops::Mul(dy, x_, g);
-    ops::Axpy(1.f, g, ds_);
+    ops::Axpy(1.f, g, s_.grad());
     Tensor dx = Tensor::Empty(dy.shape(), dy.device());
-    ops::Mul(dy, s_, dx);
+    ops::Mul(dy, s_.value(), dx);
     return dx;
   }
-  std::vector<Parameter> Parameters() override { return {{"s", &s_, &ds_}}; }
+  std::vector<NamedParameter> Parameters() override { return {{"s", &s_}}; }
   std::string Name() const override { return "scale"; }
 
  private:
-  Tensor s_ = Tensor::Full({1, 2}, 2.f), ds_ = Tensor::Zeros({1, 2});
+  Parameter s_{Tensor::Full({1, 2}, 2.f)};
   Tensor x_;
 };
 
@@ -192,7 +192,7 @@ TEST(DefaultBackwardTest, OverwriteAndUpdateThroughTheSimpleForm) {
     layer.Forward(x);
     EXPECT_EQ(layer.BackwardWith(dy, overwrite).ToVector(), (std::vector<float>{2.f, 2.f}));
   }
-  EXPECT_EQ(layer.Parameters()[0].grad->ToVector(), (std::vector<float>{1.f, 3.f}));
+  EXPECT_EQ(layer.Parameters()[0].grad().ToVector(), (std::vector<float>{1.f, 3.f}));
   SgdParams plain;
   plain.lr = 0.5f;
   Sgd sgd(layer.Parameters(), plain);
@@ -204,7 +204,7 @@ TEST(DefaultBackwardTest, OverwriteAndUpdateThroughTheSimpleForm) {
   layer.BackwardWith(dy, update);
   sgd.Step();
   EXPECT_EQ(ready, 1);
-  EXPECT_EQ(layer.Parameters()[0].value->ToVector(), (std::vector<float>{1.5f, 0.5f}));
+  EXPECT_EQ(layer.Parameters()[0].value().ToVector(), (std::vector<float>{1.5f, 0.5f}));
 }
 
 TEST(SequentialNamesTest, ParameterNamesAndUniqueness) {
@@ -213,7 +213,7 @@ TEST(SequentialNamesTest, ParameterNamesAndUniqueness) {
   model.Emplace<Linear>("fc1", 2, 2, rng);
   model.Emplace<Linear>("fc2", 2, 1, rng);
   std::vector<std::string> names;
-  for (const Parameter& p : model.Parameters()) names.push_back(p.name);
+  for (const NamedParameter& p : model.Parameters()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight",
                                              "fc2.bias"}));
   EXPECT_THROW(model.Emplace<Linear>("fc1", 1, 1, rng), Error);

@@ -78,7 +78,7 @@ TEST_P(TransformerBlockTest, ChildrenAndParameterNames) {
   for (Layer* child : block->Children()) children.push_back(child->Name());
   EXPECT_EQ(children, (std::vector<std::string>{"ln1", "attn", "ln2", "mlp_fc", "mlp_proj"}));
   std::vector<std::string> names;
-  for (const Parameter& p : block->Parameters()) names.push_back(p.name);
+  for (const NamedParameter& p : block->Parameters()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "block.ln1.weight", "block.ln1.bias", "block.attn.qkv.weight",
                        "block.attn.qkv.bias", "block.attn.proj.weight", "block.attn.proj.bias",
@@ -145,9 +145,9 @@ TEST_P(TransformerBlockTest, Bf16MatchesFloat32) {
   EXPECT_LE(Bf16Error("input gradient", half->Backward(dy).ToVector(),
                       full->Backward(dy).ToVector()),
             std::pow(2.0, -5));
-  const std::vector<Parameter> ph = half->Parameters(), pf = full->Parameters();
+  const std::vector<NamedParameter> ph = half->Parameters(), pf = full->Parameters();
   for (size_t p = 0; p < ph.size(); ++p) {
-    EXPECT_LE(Bf16Error(ph[p].name, ph[p].grad->ToVector(), pf[p].grad->ToVector()),
+    EXPECT_LE(Bf16Error(ph[p].name, ph[p].grad().ToVector(), pf[p].grad().ToVector()),
               std::pow(2.0, -5));
   }
 }

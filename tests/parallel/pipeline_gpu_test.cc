@@ -80,10 +80,10 @@ std::pair<Tensor, Tensor> Batch(const TrainSetup& setup, int step) {
   return {Tensor::FromVector(x, {setup.batch, in}), Tensor::FromVector(y, {setup.batch})};
 }
 
-std::vector<float> Flatten(const std::vector<Parameter>& params) {
+std::vector<float> Flatten(const std::vector<NamedParameter>& params) {
   std::vector<float> flat;
-  for (const Parameter& p : params) {
-    const std::vector<float> v = p.value->ToVector();
+  for (const NamedParameter& p : params) {
+    const std::vector<float> v = p.value().ToVector();
     flat.insert(flat.end(), v.begin(), v.end());
   }
   return flat;

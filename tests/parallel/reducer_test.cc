@@ -172,7 +172,7 @@ TEST(ReducerTest, PerBucketUpdateNeedsTheModelsOptimizer) {
     EXPECT_NE(std::string(e.what()).find("does not hold parameter"), std::string::npos)
         << e.what();
   }
-  std::vector<Parameter> some = model->Parameters();
+  std::vector<NamedParameter> some = model->Parameters();
   some.pop_back();
   Sgd partial(some, SgdParams{});
   try {
@@ -236,13 +236,13 @@ class LaneProbe : public Layer {
     if (args.on_params_ready) args.on_params_ready();
     return dy;
   }
-  std::vector<Parameter> Parameters() override { return {{name_ + ".w", &w_, &dw_}}; }
+  std::vector<NamedParameter> Parameters() override { return {{name_ + ".w", &w_}}; }
   std::string Name() const override { return name_; }
 
  private:
   std::string name_;
   std::vector<std::string>& seen_;
-  Tensor w_ = Tensor::Zeros({1}), dw_ = Tensor::Zeros({1});
+  Parameter w_{Tensor::Zeros({1})};
 };
 
 // ReducerOptions::gradients_first_layers: the first N layers with parameters
@@ -425,21 +425,20 @@ class LoggingUpdateHook : public OptimizerUpdateHook {
 class EarlyNotifyingScale : public Layer {
  public:
   EarlyNotifyingScale(std::string name, int64_t size, std::vector<std::string>& log)
-      : name_(std::move(name)), w_(Tensor::Full({size}, 2.f)),
-        dw_(Tensor::Zeros({size})), log_(log) {}
+      : name_(std::move(name)), w_(Tensor::Full({size}, 2.f)), log_(log) {}
   Tensor Forward(const Tensor& x) override {
     x_ = x;
-    return Scaled(x, w_.data()[0]);
+    return Scaled(x, w_.value().data()[0]);
   }
   Tensor Backward(const Tensor& dy) override { return BackwardWith(dy, BackwardArgs()); }
   Tensor BackwardWith(const Tensor& dy, const BackwardArgs& args) override {
-    for (int64_t i = 0; i < dy.numel(); ++i) dw_.data()[0] += dy.data()[i] * x_.data()[i];
+    for (int64_t i = 0; i < dy.numel(); ++i) w_.grad().data()[0] += dy.data()[i] * x_.data()[i];
     if (args.on_params_ready) args.on_params_ready();
     // Reads the weight that a too-early update would already have changed.
-    log_.push_back(name_ + " input gradient, w = " + std::to_string(w_.data()[0]));
-    return Scaled(dy, w_.data()[0]);
+    log_.push_back(name_ + " input gradient, w = " + std::to_string(w_.value().data()[0]));
+    return Scaled(dy, w_.value().data()[0]);
   }
-  std::vector<Parameter> Parameters() override { return {{name_ + ".w", &w_, &dw_}}; }
+  std::vector<NamedParameter> Parameters() override { return {{name_ + ".w", &w_}}; }
   std::string Name() const override { return name_; }
 
  private:
@@ -449,7 +448,8 @@ class EarlyNotifyingScale : public Layer {
     return y;
   }
   std::string name_;
-  Tensor w_, dw_, x_;
+  Parameter w_;
+  Tensor x_;
   std::vector<std::string>& log_;
 };
 
@@ -570,8 +570,8 @@ struct StepGradients {
 
 std::vector<float> Gradients(Layer& model) {
   std::vector<float> all;
-  for (Parameter& p : model.Parameters()) {
-    const std::vector<float> g = p.grad->ToVector();
+  for (NamedParameter& p : model.Parameters()) {
+    const std::vector<float> g = p.grad().ToVector();
     all.insert(all.end(), g.begin(), g.end());
   }
   return all;
@@ -603,7 +603,7 @@ std::vector<StepGradients> OneStep(int n, const std::function<std::unique_ptr<Co
           std::vector<float>(y.begin() + shard.begin, y.begin() + shard.end), {shard.size()});
       SoftmaxCrossEntropyLoss loss;
       for (bool sync : {false, true}) {
-        for (Parameter& p : model->Parameters()) ops::Fill(*p.grad, 0.f);
+        for (NamedParameter& p : model->Parameters()) ops::Fill(p.grad(), 0.f);
         loss.Forward(model->Forward(xs), ys, batch);
         reducer.Backward(loss.Backward(),
                          sync ? GradientSync::kReduce : GradientSync::kAccumulateLocally);

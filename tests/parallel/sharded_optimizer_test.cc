@@ -313,7 +313,7 @@ TEST(ShardedOptimizerTest, StepAndInBackwardUpdateAreRefusedOnceSharded) {
 TEST(ShardedOptimizerTest, TheOptimizerMustHoldTheModelAndNotHaveStepped) {
   OneWorker w;
   Reducer reducer(*w.model, w.comm(), Sharded());
-  std::vector<Parameter> some = w.model->Parameters();
+  std::vector<NamedParameter> some = w.model->Parameters();
   some.pop_back();
   Sgd partial(some, SgdParams{0.1f});
   std::string error = ErrorText(
@@ -325,13 +325,13 @@ TEST(ShardedOptimizerTest, TheOptimizerMustHoldTheModelAndNotHaveStepped) {
   Sgd stepped(v.model->Parameters(), SgdParams{0.1f});
   stepped.Step();
   std::vector<const float*> before;
-  for (Parameter& p : v.model->Parameters()) before.push_back(p.value->data());
+  for (NamedParameter& p : v.model->Parameters()) before.push_back(p.value().data());
   error = ErrorText(
       [&] { other.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(stepped)); });
   EXPECT_NE(error.find("shard its state before the first step"), std::string::npos) << error;
   // Refused before anything changed: the parameters still live where they did.
   std::vector<const float*> after;
-  for (Parameter& p : v.model->Parameters()) after.push_back(p.value->data());
+  for (NamedParameter& p : v.model->Parameters()) after.push_back(p.value().data());
   EXPECT_EQ(after, before);
 }
 

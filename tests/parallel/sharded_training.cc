@@ -21,8 +21,8 @@ namespace testing {
 namespace {
 std::vector<float> Flatten(Layer& model) {
   std::vector<float> params;
-  for (Parameter& p : model.Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
+  for (NamedParameter& p : model.Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
     params.insert(params.end(), v.begin(), v.end());
   }
   return params;
@@ -33,12 +33,12 @@ std::vector<float> Flatten(Layer& model) {
 // max)), rounded as the hook rounds it.
 float ClipByHand(Layer& model, float max_norm) {
   double squares = 0;
-  for (Parameter& p : model.Parameters()) {
-    for (float g : p.grad->ToVector()) squares += double(g) * g;
+  for (NamedParameter& p : model.Parameters()) {
+    for (float g : p.grad().ToVector()) squares += double(g) * g;
   }
   const float norm = static_cast<float>(std::sqrt(squares));
   const float factor = max_norm * (1.f / std::max(norm + 1e-6f, max_norm));
-  for (Parameter& p : model.Parameters()) ops::Scale(*p.grad, factor);
+  for (NamedParameter& p : model.Parameters()) ops::Scale(p.grad(), factor);
   return norm;
 }
 }  // namespace

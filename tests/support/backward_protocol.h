@@ -26,13 +26,13 @@ namespace testing {
 
 inline std::vector<std::vector<float>> GradientValues(Layer& layer) {
   std::vector<std::vector<float>> values;
-  for (Parameter& p : layer.Parameters()) values.push_back(p.grad->ToVector());
+  for (NamedParameter& p : layer.Parameters()) values.push_back(p.grad().ToVector());
   return values;
 }
 
 inline std::vector<std::vector<float>> ParameterValues(Layer& layer) {
   std::vector<std::vector<float>> values;
-  for (Parameter& p : layer.Parameters()) values.push_back(p.value->ToVector());
+  for (NamedParameter& p : layer.Parameters()) values.push_back(p.value().ToVector());
   return values;
 }
 

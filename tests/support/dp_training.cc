@@ -18,8 +18,8 @@ namespace testing {
 namespace {
 std::vector<float> Flatten(Layer& model) {
   std::vector<float> params;
-  for (Parameter& p : model.Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
+  for (NamedParameter& p : model.Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
     params.insert(params.end(), v.begin(), v.end());
   }
   return params;

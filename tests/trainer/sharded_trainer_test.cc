@@ -221,8 +221,8 @@ TEST(ShardedTrainerTest, ExportsTheWholeParameters) {
                                                                  c.seed, 0});
   ImportSafetensors(c.export_safetensors, *model);
   std::vector<float> imported;
-  for (Parameter& p : model->Parameters()) {
-    const std::vector<float> v = p.value->ToVector();
+  for (NamedParameter& p : model->Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
     imported.insert(imported.end(), v.begin(), v.end());
   }
   EXPECT_EQ(imported, r.parameters);

@@ -32,12 +32,12 @@ TEST_P(StepLogTest, RowsEveryNthStepWithSummedLossAndGradientNorm) {
       // Reduced gradients are the same on every rank: |w|^2 = 9 + 16 and
       // |b|^2 = 144, so the norm is 13. A parameter without a gradient
       // adds nothing.
-      Tensor w = Tensor::Zeros({2}, device()), b = Tensor::Zeros({1}, device());
-      Tensor gw = Tensor::FromVector({3, -4}, {2}, device());
-      Tensor gb = Tensor::FromVector({12}, {1}, device());
-      Tensor none, unused = Tensor::Zeros({3}, device());
-      StepLog log(/*every=*/2, group.communicator(rank),
-                  {{"w", &w, &gw}, {"b", &b, &gb}, {"u", &unused, &none}}, device());
+      Parameter w(Tensor::Zeros({2}, device()), Tensor::FromVector({3, -4}, {2}, device()));
+      Parameter b(Tensor::Zeros({1}, device()), Tensor::FromVector({12}, {1}, device()));
+      Parameter unused(Tensor::Zeros({3}, device()));
+      unused.grad() = Tensor();  // no gradient: left out of the norm
+      StepLog log(/*every=*/2, group.communicator(rank), {{"w", &w}, {"b", &b}, {"u", &unused}},
+                  device());
       log.StartInterval();
       // This rank's share of the global batch's mean loss.
       Tensor loss = Tensor::Full({1}, 0.25f * (rank + 1), device());
@@ -68,8 +68,8 @@ TEST_P(StepLogTest, RowsEveryNthStepWithSummedLossAndGradientNorm) {
 // of 2 x 64 examples reads as about 128 per its duration.
 TEST_P(StepLogTest, SamplesPerSecondCountTheExamplesSinceTheLastRow) {
   ThreadGroup group(1);
-  Tensor w = Tensor::Zeros({1}, device()), g = Tensor::Zeros({1}, device());
-  StepLog log(2, group.communicator(0), {{"w", &w, &g}}, device());
+  Parameter w(Tensor::Zeros({1}, device()));
+  StepLog log(2, group.communicator(0), {{"w", &w}}, device());
   Tensor loss = Tensor::Zeros({1}, device());
   log.StartInterval();
   EXPECT_FALSE(log.After(1, 0, 64, loss, 1.0).has_value());
