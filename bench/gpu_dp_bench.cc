@@ -113,14 +113,12 @@ void Trace(Worker& w, Reducer& reducer, const Lane& main, Step& step,
            const std::unique_ptr<LaneEvent>& backward_end,
            const std::unique_ptr<LaneEvent>& joined, bench::ResultPrinter& results) {
   Backend& backend = main.backend();
-  reducer.set_timed_collectives(true);
   w.comm.Barrier()->Wait();
   backend.Synchronize();
   const std::unique_ptr<LaneEvent> start = bench::TimingEvent(main);
-  step(true);
+  step(true, CollectiveTiming::kTimed);
   const std::unique_ptr<LaneEvent> end = bench::TimingEvent(main);
   backend.Synchronize();
-  reducer.set_timed_collectives(false);
   if (!w.is_root()) return;
   auto ms = [&](const LaneEvent& e) { return e.ElapsedMsSince(*start); };
   std::ostringstream line;
@@ -210,12 +208,15 @@ void RunTraining(const Options& o, Worker& w, bench::ResultPrinter& results) {
     ops::WaitFor(main, plan.args.param_lane);
     backward_end = bench::TimingEvent(main);
   };
-  auto step = [&](bool measure_wait) {
+  // measure_wait: marks the end of backward's compute and of the main
+  // lane's wait; timing: timing events on the reductions too (Trace).
+  auto step = [&](bool measure_wait,
+                  CollectiveTiming timing = CollectiveTiming::kUntimed) {
     if (plan.zero_grad) optimizer.ZeroGrad();
     loss.Forward(model.Forward(x), y, o.batch * w.size);
     BackwardArgs args = plan.args;
     if (measure_wait) args.hooks = &at_first_layer;
-    reducer.BackwardWith(loss.Backward(), args);
+    reducer.BackwardWith(loss.Backward(), args, GradientSync::kReduce, timing);
     if (measure_wait) joined = bench::TimingEvent(main);
     if (!plan.per_bucket) optimizer.Step();
   };

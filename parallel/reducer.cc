@@ -244,7 +244,8 @@ Tensor Reducer::Backward(const Tensor& dloss, GradientSync sync) {
   return BackwardWith(dloss, args, sync);
 }
 
-Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, GradientSync sync) {
+Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, GradientSync sync,
+                             CollectiveTiming timing) {
   TANDEM_CHECK(args.update == nullptr || comm_.size() == 1)
       << "model '" << model_.Name() << "': an update inside Backward "
       << "(BackwardArgs::update) keeps no gradients to reduce over "
@@ -268,6 +269,7 @@ Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, Grad
     if (args.on_params_ready) args.on_params_ready();
     return dx;
   }
+  timed_ = timing == CollectiveTiming::kTimed;
   StartStep(args);
   const LayerHooks hooks = StepHooks(args.hooks);
   BackwardArgs model_args = args;

@@ -87,14 +87,19 @@ struct ReducerTimeline {
   std::vector<Clock::time_point> bucket_start;  // per bucket: reduction issued
   Clock::time_point backward_end;               // model backward finished
   Clock::time_point step_end;                   // every bucket waited for
-  // Each bucket's reduction; with set_timed_collectives, Work::started()
-  // and finished() say when it ran on its lane.
+  // Each bucket's reduction; in a step run with CollectiveTiming::kTimed,
+  // Work::started() and finished() say when it ran on its lane.
   std::vector<std::shared_ptr<Work>> bucket_work;
 };
 
 // What a Reducer's Backward does with the gradients: reduce them across
 // the workers (and run the hook), or only accumulate them locally.
 enum class GradientSync { kReduce, kAccumulateLocally };
+
+// Whether a step's reductions carry timing events (ReducerTimeline::
+// bucket_work's Work::started() and finished()): for traces and benchmarks,
+// at the cost of an event pair per bucket.
+enum class CollectiveTiming { kUntimed, kTimed };
 
 class Reducer {
  public:
@@ -118,8 +123,10 @@ class Reducer {
   // args.input_grad. On return, args.lane's later work sees the reduced
   // gradients (and the hook's updates). args.hooks (a trace, say) hears of
   // every layer as the reducer does (LayerHooks in layers/layer.h).
+  // `timing`: kTimed asks for timing events on this step's reductions.
   Tensor BackwardWith(const Tensor& dloss, const BackwardArgs& args,
-                      GradientSync sync = GradientSync::kReduce);
+                      GradientSync sync = GradientSync::kReduce,
+                      CollectiveTiming timing = CollectiveTiming::kUntimed);
 
   // Replaces the default hook (an in-place sum); see parallel/comm_hook.h.
   // With ReducerOptions::shard_optimizer only a ShardedOptimizerHook, and
@@ -127,8 +134,6 @@ class Reducer {
   void RegisterCommHook(std::unique_ptr<CommHook> hook);
   const ReducerOptions& options() const { return options_; }
 
-  // Asks for timing events on every reduction (ReducerTimeline::bucket_work).
-  void set_timed_collectives(bool timed) { timed_ = timed; }
   int num_comms() const { return static_cast<int>(comms_.size()); }
 
   // Copies rank 0's parameters to every rank (done at construction).
@@ -179,7 +184,6 @@ class Reducer {
   ReducerOptions options_;
   std::unique_ptr<CommHook> hook_;
   bool hook_shards_ = false;  // hook_ is a ShardedOptimizerHook
-  bool timed_ = false;
 
   std::vector<NamedParameter> params_;                 // model order
   std::vector<size_t> param_owner_;               // param index -> owners_ index
@@ -198,6 +202,7 @@ class Reducer {
   std::vector<std::shared_ptr<Work>> works_;
   std::vector<Lane> compute_lanes_;  // backward's lane and parameter lane
   bool reserve_gemms_ = false;       // See Note [GEMM reserve]
+  bool timed_ = false;               // CollectiveTiming::kTimed
   int next_to_launch_ = 0;
   int next_after_reduce_ = 0;
 

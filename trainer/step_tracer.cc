@@ -4,7 +4,7 @@
 
 namespace tandem {
 
-StepTracer::StepTracer(ChromeTrace& trace, int rank, Device device, Reducer& reducer,
+StepTracer::StepTracer(ChromeTrace& trace, int rank, Device device, const Reducer& reducer,
                        const std::string& label)
     : trace_(trace), rank_(rank), backend_(GetBackend(device)), reducer_(reducer) {
   trace_.SetProcessName(rank, "worker " + std::to_string(rank) + " (" + device.ToString() +
@@ -28,7 +28,6 @@ void StepTracer::Begin() {
   start_ = Mark();
   forward_.clear();
   backward_layers_.clear();
-  reducer_.set_timed_collectives(true);
 }
 
 ForwardArgs StepTracer::forward_args() {
@@ -41,7 +40,6 @@ void StepTracer::LossDone() { loss_ = Mark(); }
 void StepTracer::BackwardDone() { backward_ = Mark(); }
 
 void StepTracer::End() {
-  reducer_.set_timed_collectives(false);
   AddLayers();
   AddReductions();
 }

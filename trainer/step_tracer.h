@@ -16,7 +16,9 @@
 //   tracer.Begin();
 //   Tensor logits = model.ForwardWith(x, tracer.forward_args());
 //   ...  tracer.LossDone();
-//   args.hooks = tracer.hooks();  reducer.BackwardWith(..., args);  tracer.BackwardDone();
+//   args.hooks = tracer.hooks();
+//   reducer.BackwardWith(..., args, GradientSync::kReduce, CollectiveTiming::kTimed);
+//   tracer.BackwardDone();
 //   tracer.End();
 #ifndef TANDEM_TRAINER_STEP_TRACER_H_
 #define TANDEM_TRAINER_STEP_TRACER_H_
@@ -35,7 +37,7 @@ namespace tandem {
 class StepTracer {
  public:
   // `label` (e.g. the precision) joins the worker's name in the trace.
-  StepTracer(ChromeTrace& trace, int rank, Device device, Reducer& reducer,
+  StepTracer(ChromeTrace& trace, int rank, Device device, const Reducer& reducer,
              const std::string& label = "");
 
   void Begin();
@@ -62,7 +64,7 @@ class StepTracer {
   ChromeTrace& trace_;
   int rank_;
   Backend& backend_;
-  Reducer& reducer_;
+  const Reducer& reducer_;  // its last timeline: the step's reductions
   LayerHooks hooks_;  // forward and backward
   ChromeTrace::Clock::time_point host_start_;
   std::unique_ptr<LaneEvent> start_, loss_, backward_;

@@ -400,7 +400,9 @@ void WorkerRun::BackwardMicro(bool first, GradientSync sync, const LayerHooks* h
   args.hooks = hooks;
   args.input_grad = false;
   args.grad_mode = first ? GradMode::kOverwrite : GradMode::kAccumulate;
-  reducer_->BackwardWith(loss_->Backward(), args, sync);
+  // A traced step's reductions carry timing events (the trace's rows).
+  reducer_->BackwardWith(loss_->Backward(), args, sync,
+                         hooks != nullptr ? CollectiveTiming::kTimed : CollectiveTiming::kUntimed);
 }
 
 void WorkerRun::FinishStep(const Tensor& step_loss, int epoch, int64_t examples) {
