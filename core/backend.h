@@ -71,6 +71,16 @@ struct AdamWParams {
   float weight_decay = 0.01f;  // decoupled: param -= lr * wd * param
 };
 
+// Backend::Permute's reordering: x is [in_shape[0], ..., in_shape[rank - 1]]
+// (contiguous), and dimension i of out is dimension perm[i] of x, as numpy's
+// transpose(x, perm). Passed by value to GPU kernels.
+struct PermuteSpec {
+  static constexpr int kMaxRank = 6;
+  int rank = 0;
+  int64_t in_shape[kMaxRank] = {};
+  int perm[kMaxRank] = {};
+};
+
 // What Backend::Gemm does besides the product, for one call.
 struct GemmSpec {
   CPtr bias;  // [n], added to every row; data null: none
@@ -332,6 +342,9 @@ class Backend {
   // matrices; one dtype; no overlap.
   virtual void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
                                 int64_t cols) = 0;
+  // out = x with its dimensions reordered (PermuteSpec); one dtype; no
+  // overlap; every dimension of at least 1 element.
+  virtual void Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) = 0;
 };
 
 }  // namespace tandem

@@ -1,7 +1,10 @@
 #include "core/ops_attention.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/op_checks.h"
@@ -163,6 +166,74 @@ void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out) {
   if (x.numel() == 0) return;
   lane.backend().TransposeBatched(lane, x.ptr(), out.mutable_ptr(), MatrixCount(x), x.dim(-2),
                                   x.dim(-1));
+}
+
+namespace {
+
+// The reordering as the backend gets it: dimensions of size 1 dropped, and
+// each run of dimensions that stay adjacent and in order merged into one.
+PermuteSpec MergedSpec(const Shape& shape, const std::vector<int>& dims) {
+  struct Group {
+    int first;     // x's dimension it starts at
+    int64_t size;  // its dimensions' product
+  };
+  std::vector<Group> groups;  // in out's order
+  int previous = -2;
+  for (int d : dims) {
+    if (shape[d] == 1) continue;
+    if (d == previous + 1 && !groups.empty()) {
+      groups.back().size *= shape[d];
+    } else {
+      groups.push_back({d, shape[d]});
+    }
+    previous = d;
+  }
+  if (groups.empty()) groups.push_back({0, 1});  // one element
+  TANDEM_CHECK(static_cast<int>(groups.size()) <= PermuteSpec::kMaxRank)
+      << "Permute: x " << ShapeToString(shape) << " reordered by its dims leaves "
+      << groups.size() << " dimensions that move apart; at most " << PermuteSpec::kMaxRank
+      << " can";
+  // x's merged dimensions in x's order, and where each of out's lies there.
+  std::vector<size_t> order(groups.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return groups[a].first < groups[b].first; });
+  PermuteSpec spec;
+  spec.rank = static_cast<int>(groups.size());
+  for (size_t position = 0; position < order.size(); ++position) {
+    spec.in_shape[position] = groups[order[position]].size;
+    spec.perm[order[position]] = static_cast<int>(position);
+  }
+  return spec;
+}
+
+}  // namespace
+
+void Permute(const Lane& lane, const Tensor& x, const std::vector<int>& dims, Tensor& out) {
+  const char* op = "Permute";
+  CheckOperands(op, lane, {&x, &out});
+  std::vector<bool> seen(x.rank(), false);
+  bool valid = static_cast<int>(dims.size()) == x.rank();
+  for (int d : dims) {
+    valid = valid && d >= 0 && d < x.rank() && !seen[d];
+    if (valid) seen[d] = true;
+  }
+  if (!valid) {
+    std::string listed;
+    for (int d : dims) listed += (listed.empty() ? "" : ", ") + std::to_string(d);
+    TANDEM_CHECK(false) << op << ": dims [" << listed << "] are not an order of x's "
+                        << x.rank() << " dimensions (each of 0.." << x.rank() - 1
+                        << " once); x is " << ShapeToString(x.shape());
+  }
+  Shape expected(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) expected[i] = x.dim(dims[i]);
+  TANDEM_CHECK(out.shape() == expected)
+      << op << ": out is " << ShapeToString(out.shape()) << " but x " << ShapeToString(x.shape())
+      << " reordered is " << ShapeToString(expected);
+  CheckSameDType(op, "x", x, "out", out);
+  CheckApart(op, "x", x, "out", out);
+  if (x.numel() == 0) return;
+  lane.backend().Permute(lane, x.ptr(), out.mutable_ptr(), MergedSpec(x.shape(), dims));
 }
 
 }  // namespace ops

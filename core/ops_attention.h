@@ -1,6 +1,6 @@
 // The ops of attention: products of batches of matrices, the causal
-// softmax of a batch of [T, T] score matrices and its gradient, and the
-// transpose of the last two dimensions. Part of the public op set:
+// softmax of a batch of [T, T] score matrices and its gradient, the
+// transpose of the last two dimensions, and any reordering of dimensions. Part of the public op set:
 // `#include "core/ops.h"` brings them in. Like every op, each checks its
 // operands and runs on a lane of their device (or the main lane of its
 // output's device when the call names none), with no host wait and no
@@ -29,6 +29,8 @@
 // core/cpu/cpu_batched_gemm.h).
 #ifndef TANDEM_CORE_OPS_ATTENTION_H_
 #define TANDEM_CORE_OPS_ATTENTION_H_
+
+#include <vector>
 
 #include "core/backend.h"
 #include "core/lane.h"
@@ -71,6 +73,15 @@ void CausalSoftmaxBackward(const Lane& lane, const Tensor& y, const Tensor& dy, 
 // a copy, bit for bit; one dtype; out must not overlap x.
 void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out);
 
+// out = x with its dimensions reordered: out's dimension i is x's dimension
+// dims[i], as numpy's transpose(x, dims) (PyTorch's permute). A copy, bit
+// for bit, in one pass; one dtype; out must not overlap x. Dimensions that
+// stay next to each other move together, so after merging them (and
+// dropping dimensions of size 1) at most 6 may remain: splitting attention
+// heads, [batch, T, 3, heads, hs] -> [3, heads, batch, T, hs], is 4.
+//   ops::Permute(qkv.Reshape({B, T, 3, H, hs}), {2, 3, 0, 1, 4}, heads);
+void Permute(const Lane& lane, const Tensor& x, const std::vector<int>& dims, Tensor& out);
+
 // The same on the main lane of their output's device.
 inline void BatchedMatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                           const BatchedMatMulOptions& options) {
@@ -88,6 +99,9 @@ inline void CausalSoftmaxBackward(const Tensor& y, const Tensor& dy, float scale
 }
 inline void TransposeLastTwo(const Tensor& x, Tensor& out) {
   TransposeLastTwo(out.backend().main_lane(), x, out);
+}
+inline void Permute(const Tensor& x, const std::vector<int>& dims, Tensor& out) {
+  Permute(out.backend().main_lane(), x, dims, out);
 }
 
 }  // namespace ops

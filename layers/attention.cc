@@ -14,34 +14,28 @@ namespace tandem {
 // matrices, from q, k and v that are contiguous [heads * batch, T,
 // head_size] tensors: thirds of one [3, heads, batch * T, head_size] buffer.
 // Mechanism: the projection's output [batch * T, 3 * width] is [rows, 3,
-// heads, head_size] per row; a Transpose makes it [3, heads, head_size,
-// rows], and a TransposeLastTwo of its [3 * heads] matrices [head_size,
-// rows] makes it [3, heads, rows, head_size] = [3, heads * batch, T,
-// head_size], every other step a view. Merging is the same two copies in
-// reverse order, and Backward runs them the other way. The heads come out
+// heads, head_size]; one Permute makes it [3, heads, rows, head_size] =
+// [3, heads * batch, T, head_size], every other step a view. Merging is the
+// inverse Permute, and Backward runs them the other way. The heads come out
 // ordered (head, batch), not (batch, head): the batched ops do not care,
 // and the merge undoes it.
-// Why copies: tensors are contiguous (core/tensor.h), so the permute
-// [batch, T, 3, heads, hs] -> [3, heads, batch, T, hs] moves every element;
-// with the op set's two transposes that takes two passes.
+// Why a copy: tensors are contiguous (core/tensor.h), so the reordering
+// moves every element, in one pass (head_size elements at a time).
 namespace {
 
 // out [n, heads * batch, T, hs] (n * heads * batch matrices) from x [rows =
 // batch * T, n * heads * hs]: Note [Heads from a view].
 void SplitHeads(const Lane& lane, const Tensor& x, int64_t n, int64_t heads, Tensor& out) {
   const int64_t rows = x.dim(0), hs = x.dim(1) / (n * heads);
-  Tensor t = Tensor::Empty({x.dim(1), rows}, x.device(), x.dtype());
-  ops::Transpose(lane, x, t);  // [n * heads * hs, rows]
-  Tensor matrices = out.Reshape({n * heads, rows, hs});
-  ops::TransposeLastTwo(lane, t.Reshape({n * heads, hs, rows}), matrices);
+  Tensor split = out.Reshape({n, heads, rows, hs});
+  ops::Permute(lane, x.Reshape({rows, n, heads, hs}), {1, 2, 0, 3}, split);
 }
 
 // The inverse: out [rows, n * heads * hs] from x [n, heads * batch, T, hs].
 void MergeHeads(const Lane& lane, const Tensor& x, int64_t n, int64_t heads, Tensor& out) {
   const int64_t rows = out.dim(0), hs = x.dim(-1);
-  Tensor t = Tensor::Empty({n * heads, hs, rows}, x.device(), x.dtype());
-  ops::TransposeLastTwo(lane, x.Reshape({n * heads, rows, hs}), t);
-  ops::Transpose(lane, t.Reshape({n * heads * hs, rows}), out);
+  Tensor merged = out.Reshape({rows, n, heads, hs});
+  ops::Permute(lane, x.Reshape({n, heads, rows, hs}), {2, 0, 1, 3}, merged);
 }
 
 // One third of a [3, heads * batch, T, hs] buffer: q (0), k (1) or v (2).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/cpu/cpu_math_ops.h"
@@ -57,6 +58,41 @@ void TransposeBatched(const IntraOp& intra, const void* x, void* out, int64_t ba
     for (int64_t b = begin; b < end; ++b) {
       Transpose(static_cast<const char*>(x) + b * bytes, static_cast<char*>(out) + b * bytes, rows,
                 cols, element_bytes);
+    }
+  });
+}
+
+void Permute(const IntraOp& intra, const void* x, void* out, const PermuteSpec& spec,
+             size_t element_bytes) {
+  const int rank = spec.rank;
+  int64_t in_stride[PermuteSpec::kMaxRank];
+  int64_t out_shape[PermuteSpec::kMaxRank];
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    in_stride[d] = stride;
+    stride *= spec.in_shape[d];
+  }
+  for (int i = 0; i < rank; ++i) out_shape[i] = spec.in_shape[spec.perm[i]];
+  // A last dimension that stays last moves as whole runs.
+  const bool runs = spec.perm[rank - 1] == rank - 1;
+  const int outer_rank = runs ? rank - 1 : rank;
+  const int64_t run = runs ? out_shape[rank - 1] : 1;
+  const int64_t run_bytes = run * static_cast<int64_t>(element_bytes);
+  int64_t outer = 1;
+  for (int i = 0; i < outer_rank; ++i) outer *= out_shape[i];
+  const char* src = static_cast<const char*>(x);
+  char* dst = static_cast<char*>(out);
+  const int64_t per_piece = std::max<int64_t>(1, kPieceElements / std::max<int64_t>(1, run));
+  intra.ForRanges(outer, per_piece, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      // o's index over out's outer dimensions, and its element in x.
+      int64_t rest = o, from = 0;
+      for (int i = outer_rank - 1; i >= 0; --i) {
+        from += (rest % out_shape[i]) * in_stride[spec.perm[i]];
+        rest /= out_shape[i];
+      }
+      std::memcpy(dst + o * run_bytes, src + from * static_cast<int64_t>(element_bytes),
+                  static_cast<size_t>(run_bytes));
     }
   });
 }

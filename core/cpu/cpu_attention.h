@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/backend.h"
 #include "core/cpu/cpu_thread_pool.h"
 
 namespace tandem {
@@ -29,6 +30,10 @@ void CausalSoftmaxBackward(const IntraOp& intra, const float* y, const float* dy
 // (2 or 4) bytes.
 void TransposeBatched(const IntraOp& intra, const void* x, void* out, int64_t batch, int64_t rows,
                       int64_t cols, size_t element_bytes);
+// Backend::Permute on elements of `element_bytes` bytes: where the last
+// dimension stays last, its rows move with one memcpy each.
+void Permute(const IntraOp& intra, const void* x, void* out, const PermuteSpec& spec,
+             size_t element_bytes);
 
 }  // namespace math
 }  // namespace cpu

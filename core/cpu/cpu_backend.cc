@@ -421,6 +421,10 @@ class CpuBackend : public Backend {
     math::TransposeBatched(intra(), x.data, out.data, batch, rows, cols, SizeOf(x.dtype));
   }
 
+  void Permute(const Lane&, CPtr x, Ptr out, const PermuteSpec& spec) override {
+    math::Permute(intra(), x.data, out.data, spec, SizeOf(x.dtype));
+  }
+
  private:
   // What one op may use of the intra-op threads.
   IntraOp intra() { return IntraOp{&pool_, CpuThreads()}; }

@@ -198,6 +198,7 @@ class CudaContext : public Backend {
                              int64_t t, float scale) override;
   void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
                         int64_t cols) override;
+  void Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) override;
 
  private:
   // The lane's state, checked to belong to this context.

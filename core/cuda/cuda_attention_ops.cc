@@ -80,5 +80,10 @@ void CudaContext::TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t ba
   kernels::TransposeBatched(StreamOf(lane, "TransposeBatched"), x, out, batch, rows, cols);
 }
 
+void CudaContext::Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) {
+  DeviceGuard guard(device_);
+  kernels::Permute(StreamOf(lane, "Permute"), x, out, spec);
+}
+
 }  // namespace cuda
 }  // namespace tandem

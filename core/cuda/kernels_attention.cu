@@ -115,6 +115,28 @@ __global__ void TransposeBatchedKernel(const Bits* x, Bits* out, int64_t batch, 
   }
 }
 
+// out's element e is x's element at e's index mapped through the spec:
+// out dimension i is x dimension perm[i].
+template <typename Bits>
+__global__ void PermuteKernel(const Bits* x, Bits* out, int64_t n, PermuteSpec spec) {
+  int64_t in_stride[PermuteSpec::kMaxRank];
+  int64_t stride = 1;
+  for (int d = spec.rank - 1; d >= 0; --d) {
+    in_stride[d] = stride;
+    stride *= spec.in_shape[d];
+  }
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rest = e, from = 0;
+    for (int i = spec.rank - 1; i >= 0; --i) {
+      const int64_t size = spec.in_shape[spec.perm[i]];
+      from += (rest % size) * in_stride[spec.perm[i]];
+      rest /= size;
+    }
+    out[e] = x[from];
+  }
+}
+
 }  // namespace
 
 void CausalSoftmax(cudaStream_t stream, CPtr x, Ptr out, int64_t batch, int64_t t, float scale) {
@@ -160,6 +182,23 @@ void TransposeBatched(cudaStream_t stream, CPtr x, Ptr out, int64_t batch, int64
   }
   TANDEM_CUDA_CHECK_LAUNCH() << "TransposeBatched [" << batch << ", " << rows << ", " << cols
                              << "] " << DTypeName(x.dtype);
+}
+
+void Permute(cudaStream_t stream, CPtr x, Ptr out, const PermuteSpec& spec) {
+  int64_t n = 1;
+  for (int d = 0; d < spec.rank; ++d) n *= spec.in_shape[d];
+  if (n <= 0) return;
+  CheckOneDType("Permute", {{"x", x}, {"out", out}});
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min((n + kThreads - 1) / kThreads, kMaxGrid));
+  if (SizeOf(x.dtype) == 4) {
+    PermuteKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const uint32_t*>(x.data), static_cast<uint32_t*>(out.data), n, spec);
+  } else {
+    PermuteKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const uint16_t*>(x.data), static_cast<uint16_t*>(out.data), n, spec);
+  }
+  TANDEM_CUDA_CHECK_LAUNCH() << "Permute of " << n << " " << DTypeName(x.dtype) << " elements";
 }
 
 }  // namespace kernels

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "core/backend.h"
 #include "core/dtype.h"
 
 namespace tandem {
@@ -33,6 +34,9 @@ void CausalSoftmaxBackward(cudaStream_t stream, CPtr y, CPtr dy, Ptr dx, int64_t
 // apart from x.
 void TransposeBatched(cudaStream_t stream, CPtr x, Ptr out, int64_t batch, int64_t rows,
                       int64_t cols);
+// One thread per element of out (grid-stride), reading its element of x
+// through the spec's strides; out apart from x.
+void Permute(cudaStream_t stream, CPtr x, Ptr out, const PermuteSpec& spec);
 
 }  // namespace kernels
 }  // namespace cuda
