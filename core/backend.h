@@ -345,6 +345,10 @@ class Backend {
   // out = x with its dimensions reordered (PermuteSpec); one dtype; no
   // overlap; every dimension of at least 1 element.
   virtual void Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) = 0;
+  // out[i] = fill (in out's dtype) where mask[i % mask_n] is not 0, else
+  // x[i], for i < n; x and out of one dtype; out may be x, not mask.
+  virtual void MaskedFill(const Lane& lane, CPtr x, const float* mask, int64_t n, int64_t mask_n,
+                          float fill, Ptr out) = 0;
 };
 
 }  // namespace tandem

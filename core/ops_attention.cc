@@ -236,5 +236,26 @@ void Permute(const Lane& lane, const Tensor& x, const std::vector<int>& dims, Te
   lane.backend().Permute(lane, x.ptr(), out.mutable_ptr(), MergedSpec(x.shape(), dims));
 }
 
+void MaskedFill(const Lane& lane, const Tensor& x, const Tensor& mask, float fill, Tensor& out) {
+  const char* op = "MaskedFill";
+  CheckOperands(op, lane, {&x, &mask, &out});
+  TANDEM_CHECK(out.shape() == x.shape())
+      << op << ": out is " << ShapeToString(out.shape()) << " but x is " << ShapeToString(x.shape());
+  CheckSameDType(op, "x", x, "out", out);
+  TANDEM_CHECK(mask.dtype() == DType::kFloat32)
+      << op << ": mask must be float32 (0 keeps x, anything else fills), got "
+      << DTypeName(mask.dtype());
+  const Shape& xs = x.shape();
+  const Shape& ms = mask.shape();
+  TANDEM_CHECK(ms.size() <= xs.size() && std::equal(ms.begin(), ms.end(), xs.end() - ms.size()))
+      << op << ": mask " << ShapeToString(ms) << " is neither x's shape " << ShapeToString(xs)
+      << " nor its last dimensions";
+  CheckApart(op, "mask", mask, "out", out);
+  CheckSameOrApart(op, "x", x, "out", out);
+  if (x.numel() == 0) return;
+  lane.backend().MaskedFill(lane, x.ptr(), mask.data(), x.numel(), mask.numel(), fill,
+                            out.mutable_ptr());
+}
+
 }  // namespace ops
 }  // namespace tandem

@@ -1,6 +1,7 @@
 // The ops of attention: products of batches of matrices, the causal
 // softmax of a batch of [T, T] score matrices and its gradient, the
-// transpose of the last two dimensions, and any reordering of dimensions. Part of the public op set:
+// transpose of the last two dimensions, any reordering of dimensions, and
+// masked fill. Part of the public op set:
 // `#include "core/ops.h"` brings them in. Like every op, each checks its
 // operands and runs on a lane of their device (or the main lane of its
 // output's device when the call names none), with no host wait and no
@@ -82,6 +83,14 @@ void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out);
 //   ops::Permute(qkv.Reshape({B, T, 3, H, hs}), {2, 3, 0, 1, 4}, heads);
 void Permute(const Lane& lane, const Tensor& x, const std::vector<int>& dims, Tensor& out);
 
+// out = x where mask is 0, `fill` (rounded to out's dtype) where it is not,
+// as PyTorch's masked_fill: mask is float32 of x's shape, or of its last
+// dimensions, then the same for every index of the ones before (a [T, T]
+// mask for every [..., T, T] score matrix). x and out of one shape and
+// dtype; out may be x, not mask.
+//   ops::MaskedFill(scores, padding, -INFINITY, scores);   // before a softmax
+void MaskedFill(const Lane& lane, const Tensor& x, const Tensor& mask, float fill, Tensor& out);
+
 // The same on the main lane of their output's device.
 inline void BatchedMatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                           const BatchedMatMulOptions& options) {
@@ -102,6 +111,9 @@ inline void TransposeLastTwo(const Tensor& x, Tensor& out) {
 }
 inline void Permute(const Tensor& x, const std::vector<int>& dims, Tensor& out) {
   Permute(out.backend().main_lane(), x, dims, out);
+}
+inline void MaskedFill(const Tensor& x, const Tensor& mask, float fill, Tensor& out) {
+  MaskedFill(out.backend().main_lane(), x, mask, fill, out);
 }
 
 }  // namespace ops

@@ -97,6 +97,30 @@ void Permute(const IntraOp& intra, const void* x, void* out, const PermuteSpec& 
   });
 }
 
+namespace {
+
+template <typename Bits>
+void MaskedFillAs(const IntraOp& intra, const Bits* x, const float* mask, int64_t n, int64_t mask_n,
+                  Bits fill, Bits* out) {
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = mask[i % mask_n] != 0.f ? fill : x[i];
+  });
+}
+
+}  // namespace
+
+void MaskedFill(const IntraOp& intra, const void* x, const float* mask, int64_t n, int64_t mask_n,
+                uint32_t fill_bits, void* out, size_t element_bytes) {
+  if (element_bytes == 4) {
+    MaskedFillAs(intra, static_cast<const uint32_t*>(x), mask, n, mask_n, fill_bits,
+                 static_cast<uint32_t*>(out));
+  } else {
+    TANDEM_CHECK(element_bytes == 2) << "MaskedFill of " << element_bytes << "-byte elements";
+    MaskedFillAs(intra, static_cast<const uint16_t*>(x), mask, n, mask_n,
+                 static_cast<uint16_t>(fill_bits), static_cast<uint16_t*>(out));
+  }
+}
+
 }  // namespace math
 }  // namespace cpu
 }  // namespace tandem

@@ -34,6 +34,10 @@ void TransposeBatched(const IntraOp& intra, const void* x, void* out, int64_t ba
 // dimension stays last, its rows move with one memcpy each.
 void Permute(const IntraOp& intra, const void* x, void* out, const PermuteSpec& spec,
              size_t element_bytes);
+// Backend::MaskedFill on x's bits: `fill_bits` are the fill value's bits in
+// x's dtype (element_bytes 4 or 2).
+void MaskedFill(const IntraOp& intra, const void* x, const float* mask, int64_t n, int64_t mask_n,
+                uint32_t fill_bits, void* out, size_t element_bytes);
 
 }  // namespace math
 }  // namespace cpu

@@ -425,6 +425,13 @@ class CpuBackend : public Backend {
     math::Permute(intra(), x.data, out.data, spec, SizeOf(x.dtype));
   }
 
+  void MaskedFill(const Lane&, CPtr x, const float* mask, int64_t n, int64_t mask_n, float fill,
+                  Ptr out) override {
+    uint32_t bits = FloatToBFloat16Bits(fill);
+    if (x.dtype == DType::kFloat32) std::memcpy(&bits, &fill, sizeof(bits));
+    math::MaskedFill(intra(), x.data, mask, n, mask_n, bits, out.data, SizeOf(x.dtype));
+  }
+
  private:
   // What one op may use of the intra-op threads.
   IntraOp intra() { return IntraOp{&pool_, CpuThreads()}; }

@@ -199,6 +199,8 @@ class CudaContext : public Backend {
   void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
                         int64_t cols) override;
   void Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) override;
+  void MaskedFill(const Lane& lane, CPtr x, const float* mask, int64_t n, int64_t mask_n,
+                  float fill, Ptr out) override;
 
  private:
   // The lane's state, checked to belong to this context.

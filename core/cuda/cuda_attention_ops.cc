@@ -85,5 +85,11 @@ void CudaContext::Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& 
   kernels::Permute(StreamOf(lane, "Permute"), x, out, spec);
 }
 
+void CudaContext::MaskedFill(const Lane& lane, CPtr x, const float* mask, int64_t n,
+                             int64_t mask_n, float fill, Ptr out) {
+  DeviceGuard guard(device_);
+  kernels::MaskedFill(StreamOf(lane, "MaskedFill"), x, mask, n, mask_n, fill, out);
+}
+
 }  // namespace cuda
 }  // namespace tandem

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/cuda/block_reduce.cuh"
@@ -137,6 +138,15 @@ __global__ void PermuteKernel(const Bits* x, Bits* out, int64_t n, PermuteSpec s
   }
 }
 
+template <typename Bits>
+__global__ void MaskedFillKernel(const Bits* x, const float* mask, int64_t n, int64_t mask_n,
+                                 Bits fill, Bits* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = mask[i % mask_n] != 0.f ? fill : x[i];
+  }
+}
+
 }  // namespace
 
 void CausalSoftmax(cudaStream_t stream, CPtr x, Ptr out, int64_t batch, int64_t t, float scale) {
@@ -199,6 +209,27 @@ void Permute(cudaStream_t stream, CPtr x, Ptr out, const PermuteSpec& spec) {
         static_cast<const uint16_t*>(x.data), static_cast<uint16_t*>(out.data), n, spec);
   }
   TANDEM_CUDA_CHECK_LAUNCH() << "Permute of " << n << " " << DTypeName(x.dtype) << " elements";
+}
+
+void MaskedFill(cudaStream_t stream, CPtr x, const float* mask, int64_t n, int64_t mask_n,
+                float fill, Ptr out) {
+  if (n <= 0) return;
+  CheckOneDType("MaskedFill", {{"x", x}, {"out", out}});
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min((n + kThreads - 1) / kThreads, kMaxGrid));
+  if (SizeOf(x.dtype) == 4) {
+    uint32_t bits;
+    std::memcpy(&bits, &fill, sizeof(bits));
+    MaskedFillKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const uint32_t*>(x.data), mask, n, mask_n, bits,
+        static_cast<uint32_t*>(out.data));
+  } else {
+    MaskedFillKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const uint16_t*>(x.data), mask, n, mask_n, FloatToBFloat16Bits(fill),
+        static_cast<uint16_t*>(out.data));
+  }
+  TANDEM_CUDA_CHECK_LAUNCH() << "MaskedFill of " << n << " " << DTypeName(x.dtype)
+                             << " elements, mask of " << mask_n;
 }
 
 }  // namespace kernels

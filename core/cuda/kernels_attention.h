@@ -37,6 +37,9 @@ void TransposeBatched(cudaStream_t stream, CPtr x, Ptr out, int64_t batch, int64
 // One thread per element of out (grid-stride), reading its element of x
 // through the spec's strides; out apart from x.
 void Permute(cudaStream_t stream, CPtr x, Ptr out, const PermuteSpec& spec);
+// One thread per element (grid-stride); out may be x.
+void MaskedFill(cudaStream_t stream, CPtr x, const float* mask, int64_t n, int64_t mask_n,
+                float fill, Ptr out);
 
 }  // namespace kernels
 }  // namespace cuda
