@@ -146,6 +146,10 @@ class Backend {
                                 size_t bytes) = 0;
   virtual void CopyDeviceToDevice(const Lane& lane, const void* src, void* dst,
                                   size_t bytes) = 0;
+  // `rows` rows of `row_bytes` bytes each: row r from src + r * src_pitch to
+  // dst + r * dst_pitch (bytes), on this device; the rows must not overlap.
+  virtual void CopyRows(const Lane& lane, const void* src, int64_t src_pitch, void* dst,
+                        int64_t dst_pitch, int64_t row_bytes, int64_t rows) = 0;
   // dst (on this device) = src (on `src_device`, of the same kind), queued on
   // `lane`; the caller orders `lane` after the writer of src.
   virtual void CopyFromPeer(const Lane& lane, void* dst, Device src_device,

@@ -257,5 +257,81 @@ void MaskedFill(const Lane& lane, const Tensor& x, const Tensor& mask, float fil
                             out.mutable_ptr());
 }
 
+namespace {
+
+// The tensor along `dim` as [outer, size(dim) * inner] rows: out's
+// dimensions before dim, and the bytes of one row.
+struct Rows {
+  int64_t outer = 1;
+  int64_t inner_bytes = 0;  // of one index along dim and everything after
+};
+
+Rows RowsAlong(const Tensor& t, int dim) {
+  Rows r;
+  for (int d = 0; d < dim; ++d) r.outer *= t.dim(d);
+  int64_t inner = 1;
+  for (int d = dim + 1; d < t.rank(); ++d) inner *= t.dim(d);
+  r.inner_bytes = inner * static_cast<int64_t>(SizeOf(t.dtype()));
+  return r;
+}
+
+// Checks that `parts` join into `whole` along dim (naming `op`, and the
+// parts as `part_name`s).
+void CheckJoin(const char* op, const Lane& lane, const std::vector<Tensor>& parts,
+               const char* part_name, int dim, const Tensor& whole, const char* whole_name) {
+  TANDEM_CHECK(!parts.empty()) << op << ": no " << part_name << "s given";
+  TANDEM_CHECK(dim >= 0 && dim < whole.rank())
+      << op << ": dim " << dim << " is not a dimension of " << whole_name << " "
+      << ShapeToString(whole.shape());
+  int64_t sum = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& p = parts[i];
+    CheckOperands(op, lane, {&p, &whole});
+    Shape expected = whole.shape();
+    expected[dim] = p.rank() == whole.rank() ? p.dim(dim) : 0;
+    TANDEM_CHECK(p.rank() == whole.rank() && p.shape() == expected)
+        << op << ": " << part_name << " " << i << " is " << ShapeToString(p.shape()) << " but "
+        << whole_name << " " << ShapeToString(whole.shape()) << " needs its shape but in dimension "
+        << dim;
+    CheckSameDType(op, part_name, p, whole_name, whole);
+    sum += p.dim(dim);
+  }
+  TANDEM_CHECK(sum == whole.dim(dim))
+      << op << ": the " << part_name << "s' sizes in dimension " << dim << " sum to " << sum
+      << " but " << whole_name << " " << ShapeToString(whole.shape()) << " has " << whole.dim(dim);
+}
+
+}  // namespace
+
+void Concat(const Lane& lane, const std::vector<Tensor>& xs, int dim, Tensor& out) {
+  CheckJoin("Concat", lane, xs, "x", dim, out, "out");
+  for (const Tensor& x : xs) CheckApart("Concat", "x", x, "out", out);
+  const Rows whole = RowsAlong(out, dim);
+  char* dst = static_cast<char*>(out.mutable_ptr().data);
+  int64_t offset = 0;
+  for (const Tensor& x : xs) {
+    const int64_t row_bytes = x.dim(dim) * whole.inner_bytes;
+    lane.backend().CopyRows(lane, x.ptr().data, row_bytes, dst + offset,
+                            out.dim(dim) * whole.inner_bytes, row_bytes,
+                            x.numel() == 0 ? 0 : whole.outer);
+    offset += row_bytes;
+  }
+}
+
+void Split(const Lane& lane, const Tensor& x, int dim, std::vector<Tensor>& outs) {
+  CheckJoin("Split", lane, outs, "out", dim, x, "x");
+  for (const Tensor& out : outs) CheckApart("Split", "x", x, "out", out);
+  const Rows whole = RowsAlong(x, dim);
+  const char* src = static_cast<const char*>(x.ptr().data);
+  int64_t offset = 0;
+  for (Tensor& out : outs) {
+    const int64_t row_bytes = out.dim(dim) * whole.inner_bytes;
+    lane.backend().CopyRows(lane, src + offset, x.dim(dim) * whole.inner_bytes,
+                            out.mutable_ptr().data, row_bytes, row_bytes,
+                            out.numel() == 0 ? 0 : whole.outer);
+    offset += row_bytes;
+  }
+}
+
 }  // namespace ops
 }  // namespace tandem

@@ -1,7 +1,7 @@
 // The ops of attention: products of batches of matrices, the causal
 // softmax of a batch of [T, T] score matrices and its gradient, the
-// transpose of the last two dimensions, any reordering of dimensions, and
-// masked fill. Part of the public op set:
+// transpose of the last two dimensions, any reordering of dimensions,
+// joining and splitting along a dimension, and masked fill. Part of the public op set:
 // `#include "core/ops.h"` brings them in. Like every op, each checks its
 // operands and runs on a lane of their device (or the main lane of its
 // output's device when the call names none), with no host wait and no
@@ -83,6 +83,16 @@ void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out);
 //   ops::Permute(qkv.Reshape({B, T, 3, H, hs}), {2, 3, 0, 1, 4}, heads);
 void Permute(const Lane& lane, const Tensor& x, const std::vector<int>& dims, Tensor& out);
 
+// out = the xs joined along dimension `dim` (numpy's concatenate): every x
+// has out's shape but in `dim`, and out's size there is theirs summed. A
+// copy, one strided copy per x; one dtype; out apart from every x.
+//   ops::Concat({q, k, v}, /*dim=*/1, qkv);   // [B, T, C] x 3 -> [B, 3 T, C]
+void Concat(const Lane& lane, const std::vector<Tensor>& xs, int dim, Tensor& out);
+// The inverse: each of outs gets its part of x along `dim`, in order; their
+// sizes there sum to x's. Along dimension 0 a Slice is the same without the
+// copy.
+void Split(const Lane& lane, const Tensor& x, int dim, std::vector<Tensor>& outs);
+
 // out = x where mask is 0, `fill` (rounded to out's dtype) where it is not,
 // as PyTorch's masked_fill: mask is float32 of x's shape, or of its last
 // dimensions, then the same for every index of the ones before (a [T, T]
@@ -111,6 +121,12 @@ inline void TransposeLastTwo(const Tensor& x, Tensor& out) {
 }
 inline void Permute(const Tensor& x, const std::vector<int>& dims, Tensor& out) {
   Permute(out.backend().main_lane(), x, dims, out);
+}
+inline void Concat(const std::vector<Tensor>& xs, int dim, Tensor& out) {
+  Concat(out.backend().main_lane(), xs, dim, out);
+}
+inline void Split(const Tensor& x, int dim, std::vector<Tensor>& outs) {
+  Split(x.backend().main_lane(), x, dim, outs);
 }
 inline void MaskedFill(const Tensor& x, const Tensor& mask, float fill, Tensor& out) {
   MaskedFill(out.backend().main_lane(), x, mask, fill, out);

@@ -121,6 +121,17 @@ void MaskedFill(const IntraOp& intra, const void* x, const float* mask, int64_t 
   }
 }
 
+void CopyRows(const IntraOp& intra, const void* src, int64_t src_pitch, void* dst,
+              int64_t dst_pitch, int64_t row_bytes, int64_t rows) {
+  const int64_t per_piece = std::max<int64_t>(1, 4 * kPieceElements / std::max<int64_t>(1, row_bytes));
+  intra.ForRanges(rows, per_piece, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch,
+                  static_cast<const char*>(src) + r * src_pitch, static_cast<size_t>(row_bytes));
+    }
+  });
+}
+
 }  // namespace math
 }  // namespace cpu
 }  // namespace tandem

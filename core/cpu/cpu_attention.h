@@ -36,6 +36,9 @@ void Permute(const IntraOp& intra, const void* x, void* out, const PermuteSpec& 
              size_t element_bytes);
 // Backend::MaskedFill on x's bits: `fill_bits` are the fill value's bits in
 // x's dtype (element_bytes 4 or 2).
+// Backend::CopyRows, the rows spread over `intra`'s threads.
+void CopyRows(const IntraOp& intra, const void* src, int64_t src_pitch, void* dst,
+              int64_t dst_pitch, int64_t row_bytes, int64_t rows);
 void MaskedFill(const IntraOp& intra, const void* x, const float* mask, int64_t n, int64_t mask_n,
                 uint32_t fill_bits, void* out, size_t element_bytes);
 

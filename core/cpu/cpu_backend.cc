@@ -150,6 +150,10 @@ class CpuBackend : public Backend {
                           size_t bytes) override {
     if (src != dst) std::memmove(dst, src, bytes);
   }
+  void CopyRows(const Lane&, const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch,
+                int64_t row_bytes, int64_t rows) override {
+    math::CopyRows(intra(), src, src_pitch, dst, dst_pitch, row_bytes, rows);
+  }
   void CopyFromPeer(const Lane&, void* dst, Device, const void* src,
                     size_t bytes) override {
     if (src != dst) std::memmove(dst, src, bytes);

@@ -189,6 +189,17 @@ void CudaContext::CopyDeviceToDevice(const Lane& lane, const void* src, void* ds
       << "copying " << bytes << " bytes on " << lane.Describe();
 }
 
+void CudaContext::CopyRows(const Lane& lane, const void* src, int64_t src_pitch, void* dst,
+                           int64_t dst_pitch, int64_t row_bytes, int64_t rows) {
+  if (rows <= 0 || row_bytes <= 0) return;
+  DeviceGuard guard(device_);
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src,
+                               static_cast<size_t>(src_pitch), static_cast<size_t>(row_bytes),
+                               static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                               StreamOf(lane, "CopyRows")))
+      << "copying " << rows << " rows of " << row_bytes << " bytes on " << lane.Describe();
+}
+
 void CudaContext::CopyFromPeer(const Lane& lane, void* dst, Device src_device,
                                const void* src, size_t bytes) {
   TANDEM_CHECK(src_device.is_cuda())

@@ -119,6 +119,8 @@ class CudaContext : public Backend {
                         size_t bytes) override;
   void CopyDeviceToHost(const Lane& lane, const void* src, void* host,
                         size_t bytes) override;
+  void CopyRows(const Lane& lane, const void* src, int64_t src_pitch, void* dst,
+                int64_t dst_pitch, int64_t row_bytes, int64_t rows) override;
   void CopyDeviceToDevice(const Lane& lane, const void* src, void* dst,
                           size_t bytes) override;
   void CopyFromPeer(const Lane& lane, void* dst, Device src_device,
