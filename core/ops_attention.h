@@ -79,7 +79,7 @@ void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out);
 // for bit, in one pass; one dtype; out must not overlap x. Dimensions that
 // stay next to each other move together, so after merging them (and
 // dropping dimensions of size 1) at most 6 may remain: splitting attention
-// heads, [batch, T, 3, heads, hs] -> [3, heads, batch, T, hs], is 4.
+// heads, [batch, T, 3, heads, hs] -> [3, heads, batch, T, hs], is 3.
 //   ops::Permute(qkv.Reshape({B, T, 3, H, hs}), {2, 3, 0, 1, 4}, heads);
 void Permute(const Lane& lane, const Tensor& x, const std::vector<int>& dims, Tensor& out);
 
