@@ -149,9 +149,13 @@ void DeterministicSumHook::WaitForGradients(const GradBucket& bucket, Work& work
 }
 
 void DeterministicSumHook::FinishStep(const Lane& lane) {
+  DropLeaves();
+  if (lane_.valid()) ops::WaitFor(lane, lane_.get());
+}
+
+void DeterministicSumHook::DropLeaves() {
   occupied_.assign(occupied_.size(), false);
   leaves_ = 0;
-  if (lane_.valid()) ops::WaitFor(lane, lane_.get());
 }
 
 }  // namespace tandem

@@ -62,6 +62,9 @@ class DeterministicSumHook : public CommHook {
   void WaitForGradients(const GradBucket& bucket, Work& work, const Lane& lane) override;
   // Forgets this step's leaves; `lane` waits for the sums.
   void FinishStep(const Lane& lane) override;
+  // Forgets the leaves kept for a step that will not reduce (skipped for a
+  // non-finite loss), so the next step starts its tree afresh.
+  void DropLeaves();
 
   // Leaves kept this step (tests).
   int leaves_kept() const { return leaves_; }

@@ -378,7 +378,10 @@ bool WorkerRun::Step(const data::Batch& batch, int epoch) {
     }
   }
   ++global_step_;
-  if (SkipNonFinite(step_loss, epoch)) return false;
+  if (SkipNonFinite(step_loss, epoch)) {
+    if (tree_sum_) tree_sum_->DropLeaves();  // this step's pieces are not summed
+    return false;
+  }
   ops::Axpy(1.f, step_loss, loss_sum_);
   // Reduces (and updates: see BuildModel).
   BackwardMicro(micro == 1 || tree_sum_ != nullptr, GradientSync::kReduce,

@@ -6,6 +6,7 @@
 // they differ (so the comparison can fail); and the flags it refuses.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -133,6 +134,26 @@ TEST(DeterministicTest, ResumesBitwiseAtAnotherWorkerCountShardedOrNot) {
     EXPECT_NE(log.str().find("at step 5 "), std::string::npos) << what << ": " << log.str();
     ExpectBitwiseEqual(whole, resumed.parameters, what + " vs straight on 1");
   }
+}
+
+// A step skipped for a non-finite loss (--skip_nonfinite) leaves no kept
+// pieces behind: the steps after it are summed afresh, finite, and the same
+// on 1 and 2 workers.
+TEST(DeterministicTest, ASkippedStepLeavesNoPiecesBehind) {
+  std::vector<float> final[2];
+  for (int workers : {1, 2}) {
+    testing::SyntheticTask f;
+    // Example 5 overflows the first layer: its step's loss is not finite.
+    for (int j = 0; j < 8; ++j) f.train.features.data()[5 * 8 + j] = 3e38f;
+    TrainConfig c = Quick(workers, true);
+    c.skip_nonfinite = true;
+    c.quiet = false;
+    std::ostringstream log;
+    final[workers - 1] = Train(f.task, c, log).parameters;
+    EXPECT_NE(log.str().find(" non-finite step(s)"), std::string::npos) << log.str();
+    for (float v : final[workers - 1]) ASSERT_TRUE(std::isfinite(v)) << workers << " workers";
+  }
+  ExpectBitwiseEqual(final[0], final[1], "2 workers vs 1 with a skipped step");
 }
 
 void ExpectUsageError(const TrainConfig& config, const std::string& needle) {
