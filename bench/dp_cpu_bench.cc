@@ -259,11 +259,7 @@ RankRows RowsOf(const BenchConfig& c, const Worker& worker, bool deterministic) 
     return r;
   }
   r.rows = MicroShardBlock(c.batch_size, c.micro_shards, worker.rank, worker.size);
-  const int per_rank = c.micro_shards / worker.size;
-  for (int j = 0; j < per_rank; ++j) {
-    const ShardRange piece = Shard(c.batch_size, worker.rank * per_rank + j, c.micro_shards);
-    r.pieces.push_back({piece.begin - r.rows.begin, piece.end - r.rows.begin});
-  }
+  r.pieces = MicroShardPieces(c.batch_size, c.micro_shards, worker.rank, worker.size);
   return r;
 }
 

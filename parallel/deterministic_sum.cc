@@ -47,7 +47,6 @@ void DeterministicSumHook::Bind(const std::vector<GradBucket>& buckets) {
   gathered_.clear();
   kept_.clear();
   occupied_.clear();
-  leaves_ = 0;
   if (buckets.empty()) return;
   size_ = buckets[0].comm->size();
   TANDEM_CHECK(IsPowerOfTwo(size_))
@@ -92,7 +91,6 @@ void DeterministicSumHook::KeepLeaf(const Lane& lane) {
   }
   for (size_t b = 0; b < buffers_.size(); ++b) kept_[level][b].CopyFrom(buffers_[b], sum);
   occupied_[level] = true;
-  ++leaves_;
   // The next piece's backward overwrites the gradients just kept.
   ops::WaitFor(lane, sum);
 }
@@ -155,7 +153,6 @@ void DeterministicSumHook::FinishStep(const Lane& lane) {
 
 void DeterministicSumHook::DropLeaves() {
   occupied_.assign(occupied_.size(), false);
-  leaves_ = 0;
 }
 
 }  // namespace tandem

@@ -66,9 +66,6 @@ class DeterministicSumHook : public CommHook {
   // non-finite loss), so the next step starts its tree afresh.
   void DropLeaves();
 
-  // Leaves kept this step (tests).
-  int leaves_kept() const { return leaves_; }
-
  private:
   void AddKeptLeaves(const GradBucket& bucket, const Lane& lane);
 
@@ -77,7 +74,6 @@ class DeterministicSumHook : public CommHook {
   // kept_[level][bucket]: the sum of 2^level leaves, while occupied_[level].
   std::vector<std::vector<Tensor>> kept_;
   std::vector<bool> occupied_;
-  int leaves_ = 0;
   int size_ = 1;
   // Declared last: destroyed first, once the work queued on it has run.
   OwnedLane lane_;  // where the sums run

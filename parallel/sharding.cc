@@ -33,6 +33,18 @@ ShardRange MicroShardBlock(int64_t batch, int micro_shards, int rank, int world_
           Shard(batch, (rank + 1) * per_rank - 1, micro_shards).end};
 }
 
+std::vector<ShardRange> MicroShardPieces(int64_t batch, int micro_shards, int rank,
+                                         int world_size) {
+  const int64_t first = MicroShardBlock(batch, micro_shards, rank, world_size).begin;
+  const int per_rank = micro_shards / world_size;
+  std::vector<ShardRange> pieces;
+  for (int j = 0; j < per_rank; ++j) {
+    const ShardRange piece = Shard(batch, rank * per_rank + j, micro_shards);
+    pieces.push_back({piece.begin - first, piece.end - first});
+  }
+  return pieces;
+}
+
 std::vector<int64_t> MicroShardBlockIndices(const std::vector<int64_t>& batch, int micro_shards,
                                             int rank, int world_size) {
   const ShardRange r =

@@ -36,6 +36,9 @@ std::vector<int64_t> ShardIndices(const std::vector<int64_t>& batch, int rank,
 //
 // world_size must divide micro_shards.
 ShardRange MicroShardBlock(int64_t batch, int micro_shards, int rank, int world_size);
+// Rank's pieces, each as rows [begin, end) of its block.
+std::vector<ShardRange> MicroShardPieces(int64_t batch, int micro_shards, int rank,
+                                         int world_size);
 // Its example indices, as ShardIndices.
 std::vector<int64_t> MicroShardBlockIndices(const std::vector<int64_t>& batch, int micro_shards,
                                             int rank, int world_size);

@@ -325,16 +325,9 @@ Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t 
 std::vector<ShardRange> WorkerRun::MicroBatches(int64_t global_rows, int64_t rows) const {
   std::vector<ShardRange> micro;
   if (config_.deterministic) {
-    // This worker's pieces of the batch (MicroShardBlock), empty ones too:
-    // every piece is a leaf of the sum's tree.
-    const int per_worker = config_.micro_shards / worker_.size;
-    const int64_t first = Shard(global_rows, worker_.rank * per_worker, config_.micro_shards).begin;
-    for (int j = 0; j < per_worker; ++j) {
-      const ShardRange piece =
-          Shard(global_rows, worker_.rank * per_worker + j, config_.micro_shards);
-      micro.push_back({piece.begin - first, piece.end - first});
-    }
-    return micro;
+    // This worker's pieces of the batch, empty ones too: every piece is a
+    // leaf of the sum's tree.
+    return MicroShardPieces(global_rows, config_.micro_shards, worker_.rank, worker_.size);
   }
   const int64_t count = std::max<int64_t>(1, std::min<int64_t>(config_.accumulate, rows));
   for (int64_t m = 0; m < count; ++m) micro.push_back({rows * m / count, rows * (m + 1) / count});

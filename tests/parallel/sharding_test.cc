@@ -48,6 +48,12 @@ TEST(ShardingTest, MicroShardBlocksAreWholePiecesForEveryWorldSize) {
   EXPECT_EQ(MicroShardBlock(10, 4, 1, 2).begin, 6);
   EXPECT_EQ(MicroShardBlockIndices({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 4, 1, 2),
             (std::vector<int64_t>{6, 7, 8, 9}));
+  // Its pieces within the block: 3, 3 | 2, 2.
+  const std::vector<ShardRange> pieces = MicroShardPieces(10, 4, 1, 2);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].begin, 0);
+  EXPECT_EQ(pieces[0].end, 2);
+  EXPECT_EQ(pieces[1].end, 4);
   EXPECT_THROW(MicroShardBlock(10, 4, 0, 3), Error);  // 3 does not divide 4
 }
 
