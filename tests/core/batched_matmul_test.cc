@@ -205,11 +205,7 @@ TEST_P(BatchedMatMulTest, EmptyInnerDimensionScalesC) {
   EXPECT_EQ(c.ToVector(), std::vector<float>(24, 0.f));
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, const std::string& text) {
-  const std::string error = testing::ErrorText(fn);
-  EXPECT_NE(error.find(text), std::string::npos)
-      << "expected an error containing \"" << text << "\", got \"" << error << "\"";
-}
+using testing::ExpectErrorContains;
 
 TEST_P(BatchedMatMulTest, BadShapesAreErrorsThatNameThem) {
   const Device d = device();

@@ -221,11 +221,7 @@ TEST_P(CausalSoftmaxTest, BackwardMatchesFiniteDifferences) {
   }
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, const std::string& text) {
-  const std::string error = testing::ErrorText(fn);
-  EXPECT_NE(error.find(text), std::string::npos)
-      << "expected an error containing \"" << text << "\", got \"" << error << "\"";
-}
+using testing::ExpectErrorContains;
 
 TEST_P(CausalSoftmaxTest, BadShapesAreErrorsThatNameThem) {
   const Device d = device();

@@ -71,11 +71,7 @@ TEST_P(ConcatTest, JoinsAndSplitsAlongEveryDimension) {
   }
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, const std::string& text) {
-  const std::string error = testing::ErrorText(fn);
-  EXPECT_NE(error.find(text), std::string::npos)
-      << "expected an error containing \"" << text << "\", got \"" << error << "\"";
-}
+using testing::ExpectErrorContains;
 
 TEST_P(ConcatTest, BadShapesAreErrorsThatNameThem) {
   Tensor a = Tensor::Zeros({2, 3}, device()), b = Tensor::Zeros({2, 4}, device());

@@ -58,11 +58,7 @@ TEST_P(MaskedFillTest, TheFillIsRoundedToTheDtype) {
   EXPECT_EQ(out.ToVector(), (std::vector<float>{RoundToBFloat16(0.1f), 0.f, RoundToBFloat16(0.1f)}));
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, const std::string& text) {
-  const std::string error = testing::ErrorText(fn);
-  EXPECT_NE(error.find(text), std::string::npos)
-      << "expected an error containing \"" << text << "\", got \"" << error << "\"";
-}
+using testing::ExpectErrorContains;
 
 TEST_P(MaskedFillTest, BadShapesAndDtypesAreErrorsThatNameThem) {
   Tensor x = Tensor::Zeros({2, 3, 4}, device());

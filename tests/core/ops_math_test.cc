@@ -91,11 +91,7 @@ void ExpectSameFloats(const std::vector<float>& actual, const std::vector<float>
                     << (first >= 0 ? expected[first] : 0.f);
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, const std::string& text) {
-  const std::string error = testing::ErrorText(fn);
-  EXPECT_NE(error.find(text), std::string::npos)
-      << "expected an error containing \"" << text << "\", got \"" << error << "\"";
-}
+using testing::ExpectErrorContains;
 
 using testing::DeviceTest;
 class OpsMathTest : public DeviceTest {

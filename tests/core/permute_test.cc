@@ -88,11 +88,7 @@ TEST_P(PermuteTest, TheInverseOrderUndoesIt) {
   EXPECT_EQ(back.ToVector(), x);
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, const std::string& text) {
-  const std::string error = testing::ErrorText(fn);
-  EXPECT_NE(error.find(text), std::string::npos)
-      << "expected an error containing \"" << text << "\", got \"" << error << "\"";
-}
+using testing::ExpectErrorContains;
 
 TEST_P(PermuteTest, BadOrdersAndShapesAreErrorsThatNameThem) {
   Tensor x = Tensor::Zeros({2, 3, 4}, device());

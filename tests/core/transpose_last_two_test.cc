@@ -52,11 +52,7 @@ TEST_P(TransposeLastTwoTest, TransposesEveryMatrix) {
   }
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, const std::string& text) {
-  const std::string error = testing::ErrorText(fn);
-  EXPECT_NE(error.find(text), std::string::npos)
-      << "expected an error containing \"" << text << "\", got \"" << error << "\"";
-}
+using testing::ExpectErrorContains;
 
 TEST_P(TransposeLastTwoTest, BadShapesAreErrorsThatNameThem) {
   Tensor x = Tensor::Zeros({2, 3, 4}, device());
