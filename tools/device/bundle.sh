@@ -28,11 +28,15 @@ cp bench/*.sh .device/ 2>/dev/null || true
 cp -r bench/*.py .device/ 2>/dev/null || true
 if [ $with_data = 1 ]; then
   mkdir -p .device/data && cp /usr/share/datasets/fashion-mnist/*.gz .device/data/
-  cp /usr/share/dict/american-english .device/data/  # examples/char_lm
-  # examples/gpt's corpus: the regular files it reads (docs/gpt.md).
-  mkdir -p .device/data/fortunes
+  # The text corpora, packed (unpack.sh opens them): examples/char_lm's word
+  # list and examples/gpt's corpus, the regular files it reads (docs/gpt.md).
+  text=$(mktemp -d)
+  cp /usr/share/dict/american-english "$text/"
+  mkdir -p "$text/fortunes"
   find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' \
-    -exec cp {} .device/data/fortunes/ \;
+    -exec cp {} "$text/fortunes/" \;
+  XZ_OPT=-9 tar -C "$text" -cJf .device/data/text.tar.xz american-english fortunes
+  rm -rf "$text"
 fi
 # The CPU backend's GEMM library (third_party/BUILD :dnnl) and what it
 # links, which the GPU machine's image may lack: the run scripts put lib/ on
