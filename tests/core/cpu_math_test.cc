@@ -4,6 +4,7 @@
 // [0, n) once in pieces that depend on n and the grain only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -176,6 +177,28 @@ TEST(IntraOpTest, RangesCoverEveryElementOnceInPiecesFixedByTheGrain) {
   int calls = 0;
   IntraOp{}.ForRanges(0, 64, [&](int64_t, int64_t) { ++calls; });
   EXPECT_EQ(calls, 0);
+}
+
+// kernel_math::Erf, GELU's erf on both backends: within relative 5e-7 of
+// the double-precision erf over [-5, 5] (libm's erff, correctly rounded, is
+// within 6e-8), exactly +-1 beyond, NaN for NaN.
+TEST(KernelMathTest, ErfIsWithinRelative5e7OfErf) {
+  double worst = 0;
+  for (int i = -500000; i <= 500000; ++i) {
+    if (i == 0) continue;
+    const float x = static_cast<float>(i) * 1e-5f;
+    const double exact = std::erf(static_cast<double>(x));
+    const double relative = std::fabs(kernel_math::Erf(x) - exact) / std::fabs(exact);
+    ASSERT_LE(relative, 5e-7) << "x=" << x << " Erf=" << kernel_math::Erf(x) << " erf=" << exact;
+    worst = std::max(worst, relative);
+  }
+  EXPECT_GT(worst, 1e-7);  // an interpolant, not std::erf
+  EXPECT_EQ(kernel_math::Erf(0.f), 0.f);
+  for (float x : {6.f, 1e30f, INFINITY}) {
+    EXPECT_EQ(kernel_math::Erf(x), 1.f) << x;
+    EXPECT_EQ(kernel_math::Erf(-x), -1.f) << -x;
+  }
+  EXPECT_TRUE(std::isnan(kernel_math::Erf(NAN)));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 // bit for bit, bfloat16 included: both round once, to nearest even
 // (Note [bfloat16 rounding on the GPU] in core/cuda/kernel_helpers.cuh).
 // Elsewhere they are close, not equal: the GPU contracts a * b + c into one
-// fused multiply-add (Axpy, the updates), its erff/tanhf/expf are not
+// fused multiply-add (Axpy, the updates), its tanhf/expf are not
 // glibc's (GELU, tanh), and sums run in other orders (GEMM, ColumnSums, the
 // losses). There a float32 result is within relative 1e-5 (norm of the
 // difference over the norm of the CPU result), and a bfloat16 one within
