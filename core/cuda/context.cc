@@ -25,9 +25,9 @@ std::string Where(int device) { return "cuda:" + std::to_string(device); }
 // Note [Reductions in float32]
 // cuBLAS may split a product's k dimension and add the partial products in
 // the output's type (split-K with a bfloat16 reduction), which rounds a
-// bfloat16 result more than once: on an H100, 8% of a batch of [128, 320] x
-// [320, 128] bfloat16 products into bfloat16 with beta = 1 came out up to
-// one unit in the last place from the correctly rounded sum. Disallowing
+// bfloat16 result more than once: on an H100, 8% of the elements of a batch
+// of [128, 320] x [320, 128] bfloat16 products into bfloat16 with beta = 1
+// came out further from the exact sum than one rounding allows. Disallowing
 // reduced-precision reductions keeps the partial sums in float32, as
 // Backend::Gemm and BatchedGemm promise.
 cublasMath_t MathMode(bool tf32) {
