@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -40,6 +41,33 @@ TANDEM_HOST_DEVICE float Erf(float x) {
   return c * p / q;
 }
 
+// exp(x) in float32, to a few units in the last place for x in [-87.3,
+// 88.4]; below, the smallest normal float (about 1.2e-38) instead of 0 or a
+// subnormal, above, about 2.1e38 for infinity: Cephes' expf, x = n ln 2 + r
+// with |r| <= ln 2 / 2, a degree-6 polynomial for exp(r), 2^n from the
+// exponent bits. Free of calls and of branches but the clamps, so the CPU
+// loops that call it vectorise. NaN stays NaN.
+TANDEM_HOST_DEVICE float Exp(float x) {
+  const float c = x > 88.3762626647949f ? 88.3762626647949f
+                                        : (x < -87.3365447505531f ? -87.3365447505531f : x);
+  // n = round(c / ln 2): adding and taking away 1.5 * 2^23 rounds to a whole number.
+  const float rounded = (c * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  const float n = rounded == rounded ? rounded : 0.f;  // NaN: any n; r stays NaN
+  float r = c - n * 0.693359375f;  // ln 2 in two parts, the first exact in float
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
 // Exact (erf) GELU, as torch.nn.GELU() computes by default.
 TANDEM_HOST_DEVICE float Activate(Activation a, float x) {
   switch (a) {
@@ -58,7 +86,7 @@ TANDEM_HOST_DEVICE float ActivateGrad(Activation a, float x) {
     case Activation::kRelu: return x > 0.f ? 1.f : 0.f;
     case Activation::kGelu:
       return 0.5f * (1.f + Erf(x * kInvSqrt2)) +
-             x * kInvSqrt2Pi * expf(-0.5f * x * x);
+             x * kInvSqrt2Pi * Exp(-0.5f * x * x);
     case Activation::kTanh: {
       const float t = tanhf(x);
       return 1.f - t * t;

@@ -201,6 +201,27 @@ TEST(KernelMathTest, ErfIsWithinRelative5e7OfErf) {
   EXPECT_TRUE(std::isnan(kernel_math::Erf(NAN)));
 }
 
+// kernel_math::Exp, in GELU's derivative: within relative 3e-7 of the
+// double-precision exp over [-87, 88], the smallest normal float below,
+// finite and large above, NaN for NaN.
+TEST(KernelMathTest, ExpIsWithinRelative3e7OfExp) {
+  double worst = 0;
+  for (int i = -870000; i <= 880000; ++i) {
+    const float x = static_cast<float>(i) * 1e-4f;
+    const double exact = std::exp(static_cast<double>(x));
+    const double relative = std::fabs(kernel_math::Exp(x) - exact) / exact;
+    ASSERT_LE(relative, 3e-7) << "x=" << x << " Exp=" << kernel_math::Exp(x) << " exp=" << exact;
+    worst = std::max(worst, relative);
+  }
+  EXPECT_GT(worst, 0.0);
+  EXPECT_EQ(kernel_math::Exp(0.f), 1.f);
+  EXPECT_EQ(kernel_math::Exp(-1000.f), kernel_math::Exp(-87.3365447505531f));
+  EXPECT_LT(kernel_math::Exp(-1000.f), 1.2e-38f);
+  EXPECT_GT(kernel_math::Exp(INFINITY), 1e38f);
+  EXPECT_TRUE(std::isfinite(kernel_math::Exp(INFINITY)));
+  EXPECT_TRUE(std::isnan(kernel_math::Exp(NAN)));
+}
+
 }  // namespace
 }  // namespace math
 }  // namespace cpu
