@@ -22,20 +22,6 @@ int StreamPriority(bool high) {
 
 std::string Where(int device) { return "cuda:" + std::to_string(device); }
 
-// Note [Reductions in float32]
-// cuBLAS may split a product's k dimension and add the partial products in
-// the output's type (split-K with a bfloat16 reduction), which rounds a
-// bfloat16 result more than once: on an H100, 8% of the elements of a batch
-// of [128, 320] x [320, 128] bfloat16 products into bfloat16 with beta = 1
-// came out further from the exact sum than one rounding allows. Disallowing
-// reduced-precision reductions keeps the partial sums in float32, as
-// Backend::Gemm and BatchedGemm promise.
-cublasMath_t MathMode(bool tf32) {
-  const int mode = (tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
-                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
-  return static_cast<cublasMath_t>(mode);
-}
-
 }  // namespace
 
 Blas::Blas(cudaStream_t stream)
@@ -47,12 +33,13 @@ Blas::Blas(cudaStream_t stream)
   CUBLAS_CHECK(cublasSetStream(handle.get(), stream));
   CUBLAS_CHECK(cublasSetWorkspace(handle.get(), workspace.data(), workspace.bytes()));
   CUBLAS_CHECK(cublasSetPointerMode(handle.get(), CUBLAS_POINTER_MODE_HOST));
-  CUBLAS_CHECK(cublasSetMathMode(handle.get(), MathMode(false)));
+  CUBLAS_CHECK(cublasSetMathMode(handle.get(), CUBLAS_DEFAULT_MATH));
 }
 
 void Blas::Configure(bool use_tf32, int sm_count_target) {
   if (use_tf32 != tf32) {
-    CUBLAS_CHECK(cublasSetMathMode(handle.get(), MathMode(use_tf32)));
+    CUBLAS_CHECK(cublasSetMathMode(
+        handle.get(), use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     tf32 = use_tf32;
   }
   if (sm_count_target != sm_target) {
