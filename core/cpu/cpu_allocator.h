@@ -31,10 +31,16 @@ namespace cpu {
 // and at most a quarter larger. Smaller blocks come from the C library's own
 // free lists, which reuse them without the system. What is kept is capped
 // (max_kept_bytes): past the cap a freed block goes back to the system.
+// Under AddressSanitizer the default keeps nothing, so that a use of a freed
+// tensor's memory is still reported rather than hidden by reuse.
 class CpuAllocator : public Allocator {
  public:
   static constexpr size_t kMinKeptBytes = 64 * 1024;
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr size_t kDefaultMaxKeptBytes = 0;
+#else
   static constexpr size_t kDefaultMaxKeptBytes = size_t{2} << 30;
+#endif
 
   explicit CpuAllocator(size_t max_kept_bytes = kDefaultMaxKeptBytes);
   // Returns the kept blocks to the system; blocks still in use are left to

@@ -13,6 +13,9 @@ namespace cpu {
 namespace {
 
 constexpr size_t kLarge = 1 << 20;
+// A cap that keeps what these tests free, under AddressSanitizer too (whose
+// builds keep nothing by default).
+constexpr size_t kCap = 64 << 20;
 
 TEST(CpuAllocatorTest, BlocksAreCacheLineAligned) {
   CpuAllocator allocator;
@@ -26,7 +29,7 @@ TEST(CpuAllocatorTest, BlocksAreCacheLineAligned) {
 }
 
 TEST(CpuAllocatorTest, AFreedLargeBlockServesTheNextRequestOfItsSize) {
-  CpuAllocator allocator;
+  CpuAllocator allocator(kCap);
   void* p = allocator.Allocate(kLarge);
   allocator.Free(p, kLarge);
   MemoryStats s = allocator.stats();
@@ -41,7 +44,7 @@ TEST(CpuAllocatorTest, AFreedLargeBlockServesTheNextRequestOfItsSize) {
 }
 
 TEST(CpuAllocatorTest, AKeptBlockMuchLargerThanTheRequestIsNotUsed) {
-  CpuAllocator allocator;
+  CpuAllocator allocator(kCap);
   void* big = allocator.Allocate(2 * kLarge);
   allocator.Free(big, 2 * kLarge);
   void* small = allocator.Allocate(kLarge);  // half the kept block: too wasteful
@@ -52,7 +55,7 @@ TEST(CpuAllocatorTest, AKeptBlockMuchLargerThanTheRequestIsNotUsed) {
 }
 
 TEST(CpuAllocatorTest, SmallBlocksGoBackToTheCLibrary) {
-  CpuAllocator allocator;
+  CpuAllocator allocator(kCap);
   const size_t small = CpuAllocator::kMinKeptBytes / 2;
   void* p = allocator.Allocate(small);
   allocator.Free(p, small);
@@ -74,6 +77,16 @@ TEST(CpuAllocatorTest, PastTheCapFreedBlocksGoBackToTheSystem) {
   void* c = allocator.Allocate(kLarge);
   EXPECT_EQ(allocator.stats().system_allocations, 3);
   allocator.Free(c, kLarge);
+}
+
+TEST(CpuAllocatorTest, TheDefaultKeepsBlocksExceptUnderAddressSanitizer) {
+  CpuAllocator allocator;
+  allocator.Free(allocator.Allocate(kLarge), kLarge);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(allocator.stats().bytes_reserved, 0);
+#else
+  EXPECT_EQ(allocator.stats().bytes_reserved, static_cast<int64_t>(kLarge));
+#endif
 }
 
 TEST(CpuAllocatorTest, PeakCountsWhatCallersHold) {
