@@ -325,11 +325,10 @@ class Backend {
   // C[b], shapes and transposes as Gemm's (op(A[b]) [m, k], op(B[b]) [k, n],
   // C[b] [m, n]); C is read only when beta is not 0. A and B share a dtype;
   // C float32, or bfloat16 beside bfloat16 operands; float32 accumulation,
-  // the result rounded once, except on CUDA for a bfloat16 C with beta != 0:
-  // cuBLAS may add partial products into C in bfloat16 (on an H100, a batch
-  // of [128, 320] x [320, 128] products with beta = 1 had 1163 of 131072
-  // elements more than one unit in the last place off, the first by 3.5,
-  // whatever the handle's math mode); pass a float32 C where that matters.
+  // the result rounded once, except on CUDA for a bfloat16 C with beta != 0,
+  // where cuBLAS may add partial products into C in bfloat16, whatever the
+  // handle's math mode, and the result may be a few units in its last place
+  // off; pass a float32 C where that matters.
   // `tf32`: float32 operands may use TF32 tensor cores (as GemmSpec::tf32).
   // C overlaps neither A nor B.
   virtual void BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
