@@ -1,4 +1,4 @@
-// The scalar function of each element-wise op (Backend::Unary, Binary and
+// The scalar function of each element-wise op (dispatch::Unary, Binary and
 // BinaryScalar), shared by the CPU loops and the CUDA kernels as
 // core/kernel_math.h is, so both backends compute the same function.
 //

@@ -5,6 +5,7 @@
 
 #include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/dispatch.h"
 #include "core/op_checks.h"
 
 namespace tandem {
@@ -100,8 +101,8 @@ void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool
   spec.bias = OptionalPtr(o.bias);
   spec.activation = o.activation;
   spec.tf32 = o.tf32;
-  lane.backend().Gemm(lane, trans_a, trans_b, s.m, s.n, s.k, o.alpha, a.ptr(), b.ptr(),
-                      o.beta, c->ptr(), d.mutable_ptr(), spec);
+  dispatch::Gemm(lane, trans_a, trans_b, s.m, s.n, s.k, o.alpha, a.ptr(), b.ptr(),
+                 o.beta, c->ptr(), d.mutable_ptr(), spec);
 }
 
 void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
@@ -125,8 +126,8 @@ void BiasActivation(const Lane& lane, Activation activation, const Tensor& x,
     CheckSameDType(op, "x", x, "pre", *pre);
   }
   if (x.numel() == 0) return;
-  lane.backend().BiasActivation(lane, activation, x.ptr(), bias.ptr(), OptionalMutablePtr(pre),
-                                out.mutable_ptr(), x.dim(0), x.dim(1));
+  dispatch::BiasActivation(lane, activation, x.ptr(), bias.ptr(), OptionalMutablePtr(pre),
+                           out.mutable_ptr(), x.dim(0), x.dim(1));
 }
 
 void AddBias(const Lane& lane, Tensor& x, const Tensor& bias) {
@@ -140,7 +141,7 @@ void ColumnSums(const Lane& lane, const Tensor& x, Tensor& out, float beta, floa
       << "ColumnSums: out " << ShapeToString(out.shape()) << " for x "
       << ShapeToString(x.shape());
   if (out.numel() == 0) return;
-  lane.backend().ColumnSums(lane, x.ptr(), x.dim(0), x.dim(1), alpha, beta, out.mutable_ptr());
+  dispatch::ColumnSums(lane, x.ptr(), x.dim(0), x.dim(1), alpha, beta, out.mutable_ptr());
 }
 
 namespace {
@@ -152,7 +153,7 @@ void BinaryOpChecked(const Lane& lane, const char* name, BinaryOp op, const Tens
   CheckSameDType(name, "a", a, "b", b);
   CheckSameDType(name, "a", a, "out", out);
   if (a.numel() == 0) return;
-  lane.backend().Binary(lane, op, a.ptr(), b.ptr(), out.mutable_ptr(), a.numel());
+  dispatch::Binary(lane, op, a.ptr(), b.ptr(), out.mutable_ptr(), a.numel());
 }
 }  // namespace
 
@@ -170,26 +171,26 @@ void Axpy(const Lane& lane, float alpha, const Tensor& x, Tensor& y) {
   CheckOperands("Axpy", lane, {&x, &y});
   CheckSameNumel("Axpy", x, y);
   if (x.numel() == 0) return;
-  lane.backend().Axpy(lane, alpha, x.ptr(), y.mutable_ptr(), x.numel());
+  dispatch::Axpy(lane, alpha, x.ptr(), y.mutable_ptr(), x.numel());
 }
 
 void Scale(const Lane& lane, Tensor& x, float alpha) {
   CheckOperands("Scale", lane, {&x});
   if (x.numel() == 0) return;
-  lane.backend().Scale(lane, alpha, x.mutable_ptr(), x.numel());
+  dispatch::Scale(lane, alpha, x.mutable_ptr(), x.numel());
 }
 
 void Fill(const Lane& lane, Tensor& x, float value) {
   CheckOperands("Fill", lane, {&x});
   if (x.numel() == 0) return;
-  lane.backend().Fill(lane, value, x.mutable_ptr(), x.numel());
+  dispatch::Fill(lane, value, x.mutable_ptr(), x.numel());
 }
 
 void Cast(const Lane& lane, const Tensor& src, Tensor& dst) {
   CheckOperands("Cast", lane, {&src, &dst});
   CheckSameNumel("Cast", src, dst);
   if (src.numel() == 0) return;
-  lane.backend().Cast(lane, src.ptr(), dst.mutable_ptr(), src.numel());
+  dispatch::Cast(lane, src.ptr(), dst.mutable_ptr(), src.numel());
 }
 
 Tensor ToDType(const Lane& lane, const Tensor& t, DType dtype) {
@@ -204,7 +205,7 @@ void ActivationForward(const Lane& lane, Activation activation, const Tensor& x,
   CheckSameNumel("ActivationForward", x, y);
   CheckSameDType("ActivationForward", "x", x, "y", y);
   if (x.numel() == 0) return;
-  lane.backend().ActivationForward(lane, activation, x.ptr(), y.mutable_ptr(), x.numel());
+  dispatch::ActivationForward(lane, activation, x.ptr(), y.mutable_ptr(), x.numel());
 }
 
 void ActivationBackward(const Lane& lane, Activation activation, const Tensor& x,
@@ -215,8 +216,8 @@ void ActivationBackward(const Lane& lane, Activation activation, const Tensor& x
   CheckSameNumel(op, x, dx);
   CheckSameDType(op, "dy", dy, "dx", dx);
   if (x.numel() == 0) return;
-  lane.backend().ActivationBackward(lane, activation, x.ptr(), dy.ptr(), dx.mutable_ptr(),
-                                    x.numel(), accumulate);
+  dispatch::ActivationBackward(lane, activation, x.ptr(), dy.ptr(), dx.mutable_ptr(),
+                               x.numel(), accumulate);
 }
 
 void ActivationBackwardColumnSums(const Lane& lane, Activation activation, const Tensor& x,
@@ -235,9 +236,9 @@ void ActivationBackwardColumnSums(const Lane& lane, Activation activation, const
     else if (beta != 1.f) Scale(lane, sums, beta);
     return;
   }
-  lane.backend().ActivationBackwardColumnSums(lane, activation, x.ptr(), dy.ptr(),
-                                              dz.mutable_ptr(), x.dim(0), x.dim(1), beta,
-                                              sums.mutable_ptr());
+  dispatch::ActivationBackwardColumnSums(lane, activation, x.ptr(), dy.ptr(),
+                                         dz.mutable_ptr(), x.dim(0), x.dim(1), beta,
+                                         sums.mutable_ptr());
 }
 
 void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits, const Tensor& labels,
@@ -257,9 +258,9 @@ void SoftmaxCrossEntropy(const Lane& lane, const Tensor& logits, const Tensor& l
     Fill(lane, loss, 0.f);
     return;
   }
-  lane.backend().SoftmaxCrossEntropy(lane, logits.ptr(), labels.data(), logits.dim(0),
-                                     logits.dim(1), normalizer, loss.mutable_data(),
-                                     OptionalMutablePtr(dlogits));
+  dispatch::SoftmaxCrossEntropy(lane, logits.ptr(), labels.data(), logits.dim(0),
+                                logits.dim(1), normalizer, loss.mutable_data(),
+                                OptionalMutablePtr(dlogits));
 }
 
 void Mse(const Lane& lane, const Tensor& pred, const Tensor& target, Tensor& loss,
@@ -278,8 +279,8 @@ void Mse(const Lane& lane, const Tensor& pred, const Tensor& target, Tensor& los
     Fill(lane, loss, 0.f);
     return;
   }
-  lane.backend().Mse(lane, pred.ptr(), target.ptr(), pred.numel(), normalizer, loss.mutable_data(),
-                     OptionalMutablePtr(dpred));
+  dispatch::Mse(lane, pred.ptr(), target.ptr(), pred.numel(), normalizer, loss.mutable_data(),
+                OptionalMutablePtr(dpred));
 }
 
 // The backends' squared-error reduction against zeros: their deterministic
@@ -297,8 +298,8 @@ void SumOfSquares(const Lane& lane, const Tensor& x, Tensor& out) {
   }
   // Filled on the main lane, which is `lane` (on the CPU, at once).
   const Tensor zeros = Tensor::Zeros({x.numel()}, x.device(), x.dtype());
-  lane.backend().Mse(lane, x.ptr(), zeros.ptr(), x.numel(), /*normalizer=*/1.f, out.mutable_data(),
-                     Ptr{});
+  dispatch::Mse(lane, x.ptr(), zeros.ptr(), x.numel(), /*normalizer=*/1.f, out.mutable_data(),
+                Ptr{});
 }
 
 void Argmax(const Lane& lane, const Tensor& x, Tensor& out) {
@@ -309,7 +310,7 @@ void Argmax(const Lane& lane, const Tensor& x, Tensor& out) {
       << "Argmax: out " << ShapeToString(out.shape()) << " for x " << ShapeToString(x.shape());
   TANDEM_CHECK(x.dim(1) > 0) << "Argmax of rows with no columns";
   if (x.dim(0) == 0) return;
-  lane.backend().Argmax(lane, x.ptr(), x.dim(0), x.dim(1), out.mutable_data());
+  dispatch::Argmax(lane, x.ptr(), x.dim(0), x.dim(1), out.mutable_data());
 }
 
 void CountCorrect(const Lane& lane, const Tensor& logits, const Tensor& labels, Tensor& out) {
@@ -320,15 +321,15 @@ void CountCorrect(const Lane& lane, const Tensor& logits, const Tensor& labels, 
     Fill(lane, out, 0.f);
     return;
   }
-  lane.backend().CountCorrect(lane, logits.ptr(), labels.data(), logits.dim(0),
-                              logits.dim(1), out.mutable_data());
+  dispatch::CountCorrect(lane, logits.ptr(), labels.data(), logits.dim(0),
+                         logits.dim(1), out.mutable_data());
 }
 
 void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset, Tensor& mask) {
   CheckOperands("DropoutMask", lane, {&mask});
   TANDEM_CHECK(p >= 0.f && p < 1.f) << "DropoutMask: p must be in [0, 1), got " << p;
   if (mask.numel() == 0) return;
-  lane.backend().DropoutMask(lane, p, seed, offset, mask.mutable_ptr(), mask.numel());
+  dispatch::DropoutMask(lane, p, seed, offset, mask.mutable_ptr(), mask.numel());
 }
 
 void TrackNonFinite(const Lane& lane, const Tensor& loss, int64_t step, Tensor& first_bad) {
@@ -337,7 +338,7 @@ void TrackNonFinite(const Lane& lane, const Tensor& loss, int64_t step, Tensor& 
   CheckScalar("TrackNonFinite", first_bad);
   TANDEM_CHECK(step >= 0 && step < (int64_t{1} << 24))
       << "TrackNonFinite: step " << step << " is not exact as a float";
-  lane.backend().TrackNonFinite(lane, loss.data(), step, first_bad.mutable_data());
+  dispatch::TrackNonFinite(lane, loss.data(), step, first_bad.mutable_data());
 }
 
 namespace {
@@ -362,9 +363,9 @@ void SgdUpdate(const Lane& lane, const SgdParams& params, Tensor& param, const T
       << "SgdUpdate: momentum " << params.momentum << " needs a velocity buffer";
   CheckUpdate("SgdUpdate", param, grad, {velocity}, working);
   if (param.numel() == 0) return;
-  lane.backend().SgdUpdate(lane, params, param.mutable_data(), grad.ptr(),
-                           velocity ? velocity->mutable_data() : nullptr,
-                           OptionalMutablePtr(working), param.numel());
+  dispatch::SgdUpdate(lane, params, param.mutable_data(), grad.ptr(),
+                      velocity ? velocity->mutable_data() : nullptr,
+                      OptionalMutablePtr(working), param.numel());
 }
 
 void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step, Tensor& param,
@@ -373,9 +374,9 @@ void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step, Tens
   CheckUpdate("AdamWUpdate", param, grad, {&m, &v}, working);
   TANDEM_CHECK(step >= 1) << "AdamWUpdate: step counts from 1, got " << step;
   if (param.numel() == 0) return;
-  lane.backend().AdamWUpdate(lane, params, step, param.mutable_data(), grad.ptr(),
-                             m.mutable_data(), v.mutable_data(),
-                             OptionalMutablePtr(working), param.numel());
+  dispatch::AdamWUpdate(lane, params, step, param.mutable_data(), grad.ptr(),
+                        m.mutable_data(), v.mutable_data(),
+                        OptionalMutablePtr(working), param.numel());
 }
 
 void WaitFor(const Lane& waiter, const Lane& producer) {

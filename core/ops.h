@@ -59,7 +59,7 @@ void Gemm(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b,
           bool trans_b, Tensor& c, float alpha = 1.f, float beta = 0.f);
 // The general form: d = act(alpha op(a) op(b) + beta c + bias), for a
 // result in its own buffer (c defaults to d) and a fused bias and
-// activation (Backend::GemmEx).
+// activation (dispatch::Gemm).
 struct GemmOptions {
   float alpha = 1.f;
   float beta = 0.f;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dispatch.h"
 #include "core/op_checks.h"
 
 namespace tandem {
@@ -113,8 +114,8 @@ void BatchedMatMul(const Lane& lane, const Tensor& a, bool trans_a, const Tensor
   CheckApart(op, "a", a, "c", c);
   CheckApart(op, "b", b, "c", c);
   if (c.numel() == 0) return;
-  lane.backend().BatchedGemm(lane, trans_a, trans_b, m, n, k, o.alpha, a.ptr(), b.ptr(), o.beta,
-                             c.mutable_ptr(), batch, o.tf32);
+  dispatch::BatchedGemm(lane, trans_a, trans_b, m, n, k, o.alpha, a.ptr(), b.ptr(), o.beta,
+                        c.mutable_ptr(), batch, o.tf32);
 }
 
 void BatchedMatMul(const Lane& lane, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
@@ -133,7 +134,7 @@ void CausalSoftmax(const Lane& lane, const Tensor& x, float scale, Tensor& out) 
   CheckSameDType(op, "x", x, "out", out);
   CheckSameOrApart(op, "x", x, "out", out);
   if (x.numel() == 0) return;
-  lane.backend().CausalSoftmax(lane, x.ptr(), out.mutable_ptr(), MatrixCount(x), t, scale);
+  dispatch::CausalSoftmax(lane, x.ptr(), out.mutable_ptr(), MatrixCount(x), t, scale);
 }
 
 void CausalSoftmaxBackward(const Lane& lane, const Tensor& y, const Tensor& dy, float scale,
@@ -148,8 +149,8 @@ void CausalSoftmaxBackward(const Lane& lane, const Tensor& y, const Tensor& dy, 
   CheckSameOrApart(op, "y", y, "dx", dx);
   CheckSameOrApart(op, "dy", dy, "dx", dx);
   if (y.numel() == 0) return;
-  lane.backend().CausalSoftmaxBackward(lane, y.ptr(), dy.ptr(), dx.mutable_ptr(), MatrixCount(y), t,
-                                       scale);
+  dispatch::CausalSoftmaxBackward(lane, y.ptr(), dy.ptr(), dx.mutable_ptr(), MatrixCount(y), t,
+                                  scale);
 }
 
 void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out) {
@@ -164,8 +165,8 @@ void TransposeLastTwo(const Lane& lane, const Tensor& x, Tensor& out) {
   CheckSameDType(op, "x", x, "out", out);
   CheckApart(op, "x", x, "out", out);
   if (x.numel() == 0) return;
-  lane.backend().TransposeBatched(lane, x.ptr(), out.mutable_ptr(), MatrixCount(x), x.dim(-2),
-                                  x.dim(-1));
+  dispatch::TransposeBatched(lane, x.ptr(), out.mutable_ptr(), MatrixCount(x), x.dim(-2),
+                             x.dim(-1));
 }
 
 namespace {
@@ -233,7 +234,7 @@ void Permute(const Lane& lane, const Tensor& x, const std::vector<int>& dims, Te
   CheckSameDType(op, "x", x, "out", out);
   CheckApart(op, "x", x, "out", out);
   if (x.numel() == 0) return;
-  lane.backend().Permute(lane, x.ptr(), out.mutable_ptr(), MergedSpec(x.shape(), dims));
+  dispatch::Permute(lane, x.ptr(), out.mutable_ptr(), MergedSpec(x.shape(), dims));
 }
 
 void MaskedFill(const Lane& lane, const Tensor& x, const Tensor& mask, float fill, Tensor& out) {
@@ -253,8 +254,8 @@ void MaskedFill(const Lane& lane, const Tensor& x, const Tensor& mask, float fil
   CheckApart(op, "mask", mask, "out", out);
   CheckSameOrApart(op, "x", x, "out", out);
   if (x.numel() == 0) return;
-  lane.backend().MaskedFill(lane, x.ptr(), mask.data(), x.numel(), mask.numel(), fill,
-                            out.mutable_ptr());
+  dispatch::MaskedFill(lane, x.ptr(), mask.data(), x.numel(), mask.numel(), fill,
+                       out.mutable_ptr());
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/dispatch.h"
 
 namespace tandem {
 namespace ops {
@@ -88,8 +89,8 @@ void LayerNormForward(const Lane& lane, const Tensor& x, const Tensor& weight,
   CheckApart(op, {"mean", &mean}, {{"x", &x}, {"y", &y}, {"rstd", &rstd}});
   CheckApart(op, {"rstd", &rstd}, {{"x", &x}, {"y", &y}});
   if (rows == 0) return;
-  lane.backend().LayerNormForward(lane, x.ptr(), weight.ptr(), bias.ptr(), eps, rows, cols,
-                                  y.mutable_ptr(), mean.mutable_data(), rstd.mutable_data());
+  dispatch::LayerNormForward(lane, x.ptr(), weight.ptr(), bias.ptr(), eps, rows, cols,
+                             y.mutable_ptr(), mean.mutable_data(), rstd.mutable_data());
 }
 
 namespace {
@@ -144,8 +145,8 @@ void LayerNormBackward(const Lane& lane, const Tensor& x, const Tensor& dy,
   const Ptr dx_ptr = dx != nullptr ? dx->mutable_ptr() : Ptr{};
   float* dweight_ptr = dweight != nullptr ? dweight->mutable_data() : nullptr;
   float* dbias_ptr = dbias != nullptr ? dbias->mutable_data() : nullptr;
-  lane.backend().LayerNormBackward(lane, x.ptr(), dy.ptr(), weight.ptr(), mean.data(),
-                                   rstd.data(), rows, cols, dx_ptr, dweight_ptr, dbias_ptr);
+  dispatch::LayerNormBackward(lane, x.ptr(), dy.ptr(), weight.ptr(), mean.data(),
+                              rstd.data(), rows, cols, dx_ptr, dweight_ptr, dbias_ptr);
 }
 
 }  // namespace ops

@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "core/check.h"
+#include "core/dispatch.h"
 #include "core/op_checks.h"
 
 namespace tandem {
@@ -81,7 +82,7 @@ void UnaryChecked(const Lane& lane, const char* name, UnaryOp op, const Tensor& 
   CheckSameDType(name, "x", x, "out", out);
   CheckSameOrApart(name, "x", x, out);
   if (x.numel() == 0) return;
-  lane.backend().Unary(lane, op, x.ptr(), out.mutable_ptr(), x.numel());
+  dispatch::Unary(lane, op, x.ptr(), out.mutable_ptr(), x.numel());
 }
 
 void ScalarChecked(const Lane& lane, const char* name, BinaryOp op, const Tensor& x,
@@ -91,7 +92,7 @@ void ScalarChecked(const Lane& lane, const char* name, BinaryOp op, const Tensor
   CheckSameDType(name, "x", x, "out", out);
   CheckSameOrApart(name, "x", x, out);
   if (x.numel() == 0) return;
-  lane.backend().BinaryScalar(lane, op, x.ptr(), s, out.mutable_ptr(), x.numel());
+  dispatch::BinaryScalar(lane, op, x.ptr(), s, out.mutable_ptr(), x.numel());
 }
 
 void BroadcastChecked(const Lane& lane, const char* name, BinaryOp op, const Tensor& x,
@@ -112,8 +113,8 @@ void BroadcastChecked(const Lane& lane, const char* name, BinaryOp op, const Ten
   CheckSameOrApart(name, "x", x, out);
   CheckApart(name, "v", v, "out", out);
   if (x.numel() == 0) return;
-  lane.backend().BroadcastBinary(lane, op, how, x.ptr(), v.ptr(), out.mutable_ptr(), x.dim(0),
-                                 x.dim(1));
+  dispatch::BroadcastBinary(lane, op, how, x.ptr(), v.ptr(), out.mutable_ptr(), x.dim(0),
+                            x.dim(1));
 }
 
 void RowReduceChecked(const Lane& lane, const char* name, RowReduction op, const Tensor& x,
@@ -128,10 +129,10 @@ void RowReduceChecked(const Lane& lane, const char* name, RowReduction op, const
   if (x.dim(1) == 0) {
     TANDEM_CHECK(op == RowReduction::kSum)
         << name << " of rows with no columns: x is " << ShapeToString(x.shape());
-    lane.backend().Fill(lane, 0.f, out.mutable_ptr(), out.numel());
+    dispatch::Fill(lane, 0.f, out.mutable_ptr(), out.numel());
     return;
   }
-  lane.backend().RowReduce(lane, op, x.ptr(), x.dim(0), x.dim(1), out.mutable_ptr());
+  dispatch::RowReduce(lane, op, x.ptr(), x.dim(0), x.dim(1), out.mutable_ptr());
 }
 
 }  // namespace
@@ -162,7 +163,7 @@ void Div(const Lane& lane, const Tensor& a, const Tensor& b, Tensor& out) {
   CheckSameOrApart(op, "a", a, out);
   CheckSameOrApart(op, "b", b, out);
   if (a.numel() == 0) return;
-  lane.backend().Binary(lane, BinaryOp::kDiv, a.ptr(), b.ptr(), out.mutable_ptr(), a.numel());
+  dispatch::Binary(lane, BinaryOp::kDiv, a.ptr(), b.ptr(), out.mutable_ptr(), a.numel());
 }
 
 void AddScalar(const Lane& lane, const Tensor& x, float s, Tensor& out) {
@@ -214,7 +215,7 @@ void Softmax(const Lane& lane, const Tensor& x, Tensor& out) {
   if (x.dim(0) == 0) return;
   TANDEM_CHECK(x.dim(1) > 0) << op << " of rows with no columns: x is "
                              << ShapeToString(x.shape());
-  lane.backend().Softmax(lane, x.ptr(), out.mutable_ptr(), x.dim(0), x.dim(1));
+  dispatch::Softmax(lane, x.ptr(), out.mutable_ptr(), x.dim(0), x.dim(1));
 }
 
 void Transpose(const Lane& lane, const Tensor& x, Tensor& out) {
@@ -229,7 +230,7 @@ void Transpose(const Lane& lane, const Tensor& x, Tensor& out) {
   CheckSameDType(op, "x", x, "out", out);
   CheckApart(op, "x", x, "out", out);
   if (x.numel() == 0) return;
-  lane.backend().Transpose(lane, x.ptr(), out.mutable_ptr(), x.dim(0), x.dim(1));
+  dispatch::Transpose(lane, x.ptr(), out.mutable_ptr(), x.dim(0), x.dim(1));
 }
 
 void GatherRows(const Lane& lane, const Tensor& table, const Tensor& indices, Tensor& out) {
@@ -240,8 +241,8 @@ void GatherRows(const Lane& lane, const Tensor& table, const Tensor& indices, Te
   CheckApart(op, "table", table, "out", out);
   CheckApart(op, "indices", indices, "out", out);
   if (out.numel() == 0) return;
-  lane.backend().GatherRows(lane, table.ptr(), table.dim(0), indices.data(), out.dim(0),
-                            out.dim(1), out.mutable_ptr());
+  dispatch::GatherRows(lane, table.ptr(), table.dim(0), indices.data(), out.dim(0),
+                       out.dim(1), out.mutable_ptr());
 }
 
 void ScatterAddRows(const Lane& lane, const Tensor& src, const Tensor& indices,
@@ -252,8 +253,8 @@ void ScatterAddRows(const Lane& lane, const Tensor& src, const Tensor& indices,
   CheckApart(op, "src", src, "table", table);
   CheckApart(op, "indices", indices, "table", table);
   if (src.numel() == 0) return;
-  lane.backend().ScatterAddRows(lane, src.ptr(), indices.data(), src.dim(0), src.dim(1),
-                                table.mutable_ptr(), table.dim(0));
+  dispatch::ScatterAddRows(lane, src.ptr(), indices.data(), src.dim(0), src.dim(1),
+                           table.mutable_ptr(), table.dim(0));
 }
 
 }  // namespace ops

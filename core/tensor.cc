@@ -7,6 +7,7 @@
 #include "core/backend.h"
 #include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/dispatch.h"
 
 namespace tandem {
 
@@ -145,8 +146,7 @@ Tensor Tensor::Zeros(const Shape& shape, Device device, DType dtype) {
 
 Tensor Tensor::Full(const Shape& shape, float value, Device device, DType dtype) {
   Tensor t = Empty(shape, device, dtype);
-  Backend& backend = t.backend();
-  if (t.numel() > 0) backend.Fill(backend.main_lane(), value, t.ptr(), t.numel());
+  if (t.numel() > 0) dispatch::Fill(t.backend().main_lane(), value, t.ptr(), t.numel());
   return t;
 }
 

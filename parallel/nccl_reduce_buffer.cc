@@ -9,6 +9,7 @@
 
 #include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/ops.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_guard.h"
 #include "parallel/nccl_check.h"
@@ -113,9 +114,9 @@ Tensor NcclCommunicator::NewReduceBuffer(int64_t count, Device device) {
   auto buffer = std::make_shared<SymmetricBuffer>(state_, device_, bytes, context);
   buffer->Register(context);
   float* data = buffer->data();
-  Backend& backend = GetBackend(device);
-  backend.Fill(backend.main_lane(), 0.f, Ptr{data, DType::kFloat32}, count);
-  return Tensor::Wrap(data, {count}, device, [buffer]() mutable { buffer.reset(); });
+  Tensor t = Tensor::Wrap(data, {count}, device, [buffer]() mutable { buffer.reset(); });
+  ops::Fill(t, 0.f);
+  return t;
 #else
   TANDEM_CHECK(false) << description_ << ": symmetric memory needs NCCL 2.27 headers";
   return Tensor();

@@ -20,21 +20,21 @@ namespace tandem {
 namespace cpu {
 namespace math {
 
-// Backend::CausalSoftmax: `batch` matrices [t, t]; out may be x.
+// dispatch::CausalSoftmax: `batch` matrices [t, t]; out may be x.
 void CausalSoftmax(const IntraOp& intra, const float* x, float* out, int64_t batch, int64_t t,
                    float scale);
-// Backend::CausalSoftmaxBackward; dx may be y or dy.
+// dispatch::CausalSoftmaxBackward; dx may be y or dy.
 void CausalSoftmaxBackward(const IntraOp& intra, const float* y, const float* dy, float* dx,
                            int64_t batch, int64_t t, float scale);
 // out[b] [cols, rows] = x[b] [rows, cols]^T; elements of `element_bytes`
 // (2 or 4) bytes.
 void TransposeBatched(const IntraOp& intra, const void* x, void* out, int64_t batch, int64_t rows,
                       int64_t cols, size_t element_bytes);
-// Backend::Permute on elements of `element_bytes` bytes: where the last
+// dispatch::Permute on elements of `element_bytes` bytes: where the last
 // dimension stays last, its rows move with one memcpy each.
 void Permute(const IntraOp& intra, const void* x, void* out, const PermuteSpec& spec,
              size_t element_bytes);
-// Backend::MaskedFill on x's bits: `fill_bits` are the fill value's bits in
+// dispatch::MaskedFill on x's bits: `fill_bits` are the fill value's bits in
 // x's dtype (element_bytes 4 or 2).
 // Backend::CopyRows, the rows spread over `intra`'s threads.
 void CopyRows(const IntraOp& intra, const void* src, int64_t src_pitch, void* dst,

@@ -19,11 +19,11 @@ namespace tandem {
 namespace cpu {
 namespace math {
 
-// Backend::LayerNormForward on float32 arrays; sums in column order.
+// dispatch::LayerNormForward on float32 arrays; sums in column order.
 void LayerNormForward(const IntraOp& intra, const float* x, const float* weight,
                       const float* bias, float eps, int64_t rows, int64_t cols, float* y,
                       float* mean, float* rstd);
-// Backend::LayerNormBackward on float32 arrays: dx written (null: skipped),
+// dispatch::LayerNormBackward on float32 arrays: dx written (null: skipped),
 // dweight and dbias added into (each null: skipped), sums in row order.
 void LayerNormBackward(const IntraOp& intra, const float* x, const float* dy,
                        const float* weight, const float* mean, const float* rstd, int64_t rows,

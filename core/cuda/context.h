@@ -127,98 +127,23 @@ class CudaContext : public Backend {
                     const void* src, size_t bytes) override;
   void EnablePeerAccess(Device peer) override;
 
-  void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-            int64_t k, float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
-            const GemmSpec& spec) override;
   bool MultipliesBFloat16() const override { return true; }
   bool GemmWantsATransposed(DType dtype, bool tf32) const override;
-  void BiasActivation(const Lane& lane, Activation activation, CPtr x, CPtr bias,
-                      Ptr pre, Ptr out, int64_t rows, int64_t cols) override;
-  void ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols, float alpha,
-                  float beta, Ptr out) override;
-  void Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
-              int64_t n) override;
-  void Axpy(const Lane& lane, float alpha, CPtr x, Ptr y, int64_t n) override;
-  void Scale(const Lane& lane, float alpha, Ptr x, int64_t n) override;
-  void Fill(const Lane& lane, float value, Ptr x, int64_t n) override;
-  void Cast(const Lane& lane, CPtr src, Ptr dst, int64_t n) override;
-  void ActivationForward(const Lane& lane, Activation activation, CPtr x, Ptr y,
-                         int64_t n) override;
-  void ActivationBackward(const Lane& lane, Activation activation, CPtr x, CPtr dy,
-                          Ptr dx, int64_t n, bool accumulate) override;
-  void ActivationBackwardColumnSums(const Lane& lane, Activation activation, CPtr x, CPtr dy,
-                                    Ptr dz, int64_t rows, int64_t cols, float beta,
-                                    Ptr sums) override;
-  void SoftmaxCrossEntropy(const Lane& lane, CPtr logits, const float* labels,
-                           int64_t rows, int64_t classes, float normalizer,
-                           float* loss, Ptr dlogits) override;
-  void Mse(const Lane& lane, CPtr pred, CPtr target, int64_t n, float normalizer,
-           float* loss, Ptr dpred) override;
-  void Argmax(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
-              float* out) override;
-  void CountCorrect(const Lane& lane, CPtr logits, const float* labels, int64_t rows,
-                    int64_t classes, float* out) override;
-  void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
-                   Ptr mask, int64_t n) override;
-  void TrackNonFinite(const Lane& lane, const float* loss, int64_t step,
-                      float* first_bad) override;
-  void SgdUpdate(const Lane& lane, const SgdParams& params, float* param, CPtr grad,
-                 float* velocity, Ptr working, int64_t n) override;
-  void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
-                   float* param, CPtr grad, float* m, float* v, Ptr working,
-                   int64_t n) override;
 
-  // The math of core/ops_math.h (cuda_math_ops.cc).
-  void Unary(const Lane& lane, UnaryOp op, CPtr x, Ptr out, int64_t n) override;
-  void BinaryScalar(const Lane& lane, BinaryOp op, CPtr x, float s, Ptr out,
-                    int64_t n) override;
-  void BroadcastBinary(const Lane& lane, BinaryOp op, Broadcast how, CPtr x, CPtr v,
-                       Ptr out, int64_t rows, int64_t cols) override;
-  void RowReduce(const Lane& lane, RowReduction op, CPtr x, int64_t rows, int64_t cols,
-                 Ptr out) override;
-  void Softmax(const Lane& lane, CPtr x, Ptr out, int64_t rows, int64_t cols) override;
-  void Transpose(const Lane& lane, CPtr x, Ptr out, int64_t rows, int64_t cols) override;
-  void GatherRows(const Lane& lane, CPtr table, int64_t table_rows, const float* indices,
-                  int64_t n, int64_t cols, Ptr out) override;
-  void ScatterAddRows(const Lane& lane, CPtr src, const float* indices, int64_t n,
-                      int64_t cols, Ptr table, int64_t table_rows) override;
-
-  // Layer normalisation (core/ops_layer_norm.h; cuda_layer_norm.cc).
-  void LayerNormForward(const Lane& lane, CPtr x, CPtr weight, CPtr bias, float eps,
-                        int64_t rows, int64_t cols, Ptr y, float* mean, float* rstd) override;
-  void LayerNormBackward(const Lane& lane, CPtr x, CPtr dy, CPtr weight, const float* mean,
-                         const float* rstd, int64_t rows, int64_t cols, Ptr dx,
-                         float* dweight, float* dbias) override;
-
-  // Attention (core/ops_attention.h; cuda_attention_ops.cc).
-  void BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, float alpha, CPtr a, CPtr b, float beta, Ptr c,
-                   const GemmBatch& batch, bool tf32) override;
-  void CausalSoftmax(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t t,
-                     float scale) override;
-  void CausalSoftmaxBackward(const Lane& lane, CPtr y, CPtr dy, Ptr dx, int64_t batch,
-                             int64_t t, float scale) override;
-  void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
-                        int64_t cols) override;
-  void Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) override;
-  void MaskedFill(const Lane& lane, CPtr x, const float* mask, int64_t n, int64_t mask_n,
-                  float fill, Ptr out) override;
-
- private:
+  // For the kernels of the op table (cuda_ops.cc and its siblings).
   // The lane's state, checked to belong to this context.
   CudaLane& LaneOf(const Lane& lane, const char* op) const;
   cudaStream_t StreamOf(const Lane& lane, const char* op) const {
     return LaneOf(lane, op).stream();
   }
+  cudaStream_t MainStream() const { return main_.stream(); }
   // Ops that take scratch memory from the allocator run on the main lane
   // only: the allocator reuses freed blocks in the main lane's order.
   void MainLaneOnly(const Lane& lane, const char* op) const;
   // cuBLAS's SM-count target for the lane's GEMM reserve: 0 means "all".
   int GemmSmTarget(const Lane& lane) const;
-  // c = alpha op(a) op(b) + beta c in float32 through cublasSgemm.
-  void SgemmInPlace(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                    int64_t k, float alpha, const float* a, const float* b, float beta,
-                    float* c, bool tf32);
+
+ private:
   std::string MakeDescription();
 
   const int device_;
@@ -238,6 +163,11 @@ class CudaContext : public Backend {
 
 // The context's lane state behind `lane`, for code of core/cuda.
 CudaLane& CudaLaneOf(const Lane& lane);
+
+// The context of a CUDA lane: how the op table's kernels reach their device.
+inline CudaContext& ContextOf(const Lane& lane) {
+  return static_cast<CudaContext&>(lane.backend());
+}
 
 }  // namespace cuda
 }  // namespace tandem

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/cuda/context.h"
+#include "core/op_table.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_guard.h"
 #include "core/cuda/kernels_attention.h"
@@ -23,14 +24,17 @@ cudaDataType_t CudaType(DType dtype) {
 
 }  // namespace
 
+namespace op_kernels {
+
 // Row-major through column-major cuBLAS, as SgemmInPlace (cuda_ops.cc): each
 // C[i]^T [n, m] = op(B[i])^T op(A[i])^T, with B passed first; a stride of 0
 // gives every product the same matrix.
-void CudaContext::BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                              int64_t k, float alpha, CPtr a, CPtr b, float beta, Ptr c,
-                              const GemmBatch& batch, bool tf32) {
+void BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                 int64_t k, float alpha, CPtr a, CPtr b, float beta, Ptr c,
+                 const GemmBatch& batch, bool tf32) {
+  CudaContext& context = ContextOf(lane);
   if (m <= 0 || n <= 0 || batch.count <= 0) return;
-  DeviceGuard guard(device_);
+  DeviceGuard guard(context.index());
   const char* op = "BatchedGemm";
   if (k <= 0) {
     // An empty sum (cuBLAS rejects lda = 0); beta == 0 overwrites garbage.
@@ -48,8 +52,8 @@ void CudaContext::BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int6
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t lda = trans_a ? m : k;
   const int64_t ldb = trans_b ? k : n;
-  const int sm_target = GemmSmTarget(lane);
-  LaneOf(lane, op).WithBlas([&](Blas& blas) {
+  const int sm_target = context.GemmSmTarget(lane);
+  context.LaneOf(lane, op).WithBlas([&](Blas& blas) {
     blas.Configure(use_tf32, sm_target);
     CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
         blas.handle.get(), op_b, op_a, n, m, k, &alpha, b.data, CudaType(b.dtype), ldb,
@@ -61,35 +65,41 @@ void CudaContext::BatchedGemm(const Lane& lane, bool trans_a, bool trans_b, int6
   });
 }
 
-void CudaContext::CausalSoftmax(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t t,
-                                float scale) {
-  DeviceGuard guard(device_);
-  kernels::CausalSoftmax(StreamOf(lane, "CausalSoftmax"), x, out, batch, t, scale);
+void CausalSoftmax(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t t,
+                   float scale) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::CausalSoftmax(context.StreamOf(lane, "CausalSoftmax"), x, out, batch, t, scale);
 }
 
-void CudaContext::CausalSoftmaxBackward(const Lane& lane, CPtr y, CPtr dy, Ptr dx, int64_t batch,
-                                        int64_t t, float scale) {
-  DeviceGuard guard(device_);
-  kernels::CausalSoftmaxBackward(StreamOf(lane, "CausalSoftmaxBackward"), y, dy, dx, batch, t,
+void CausalSoftmaxBackward(const Lane& lane, CPtr y, CPtr dy, Ptr dx, int64_t batch,
+                           int64_t t, float scale) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::CausalSoftmaxBackward(context.StreamOf(lane, "CausalSoftmaxBackward"), y, dy, dx, batch, t,
                                  scale);
 }
 
-void CudaContext::TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
-                                   int64_t cols) {
-  DeviceGuard guard(device_);
-  kernels::TransposeBatched(StreamOf(lane, "TransposeBatched"), x, out, batch, rows, cols);
+void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,
+                      int64_t cols) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::TransposeBatched(context.StreamOf(lane, "TransposeBatched"), x, out, batch, rows, cols);
 }
 
-void CudaContext::Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) {
-  DeviceGuard guard(device_);
-  kernels::Permute(StreamOf(lane, "Permute"), x, out, spec);
+void Permute(const Lane& lane, CPtr x, Ptr out, const PermuteSpec& spec) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::Permute(context.StreamOf(lane, "Permute"), x, out, spec);
 }
 
-void CudaContext::MaskedFill(const Lane& lane, CPtr x, const float* mask, int64_t n,
-                             int64_t mask_n, float fill, Ptr out) {
-  DeviceGuard guard(device_);
-  kernels::MaskedFill(StreamOf(lane, "MaskedFill"), x, mask, n, mask_n, fill, out);
+void MaskedFill(const Lane& lane, CPtr x, const float* mask, int64_t n,
+                int64_t mask_n, float fill, Ptr out) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::MaskedFill(context.StreamOf(lane, "MaskedFill"), x, mask, n, mask_n, fill, out);
 }
 
+}  // namespace op_kernels
 }  // namespace cuda
 }  // namespace tandem

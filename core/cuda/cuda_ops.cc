@@ -2,6 +2,7 @@
 // (core/cuda/kernels.h) on the stream of the lane it is given.
 #include "core/check.h"
 #include "core/cuda/context.h"
+#include "core/op_table.h"
 #include "core/cuda/tf32.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_guard.h"
@@ -24,22 +25,21 @@ float* F32(Ptr p, const char* op, const char* name) {
   return const_cast<float*>(F32(CPtr(p), op, name));
 }
 
-}  // namespace
-
 // Row-major C = op(A) op(B) through column-major cuBLAS: a row-major [r, c]
 // matrix is a column-major [c, r] one, i.e. its transpose. So cuBLAS
 // computes C^T [n, m] = op(B)^T op(A)^T, passing B first. Leading dimensions
 // are the stored row lengths: A is [m, k] (lda = k) or, when transposed,
 // [k, m] (lda = m); B is [k, n] (ldb = n) or [n, k] (ldb = k).
-void CudaContext::SgemmInPlace(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
-                               int64_t n, int64_t k, float alpha, const float* a,
-                               const float* b, float beta, float* c, bool tf32) {
-  CudaLane& state = LaneOf(lane, "Gemm");
+void SgemmInPlace(const Lane& lane, bool trans_a, bool trans_b, int64_t m,
+                  int64_t n, int64_t k, float alpha, const float* a,
+                  const float* b, float beta, float* c, bool tf32) {
+  CudaContext& context = ContextOf(lane);
+  CudaLane& state = context.LaneOf(lane, "Gemm");
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t lda = trans_a ? m : k;
   const int64_t ldb = trans_b ? k : n;
-  const int sm_target = GemmSmTarget(lane);
+  const int sm_target = context.GemmSmTarget(lane);
   state.WithBlas([&](Blas& blas) {
     blas.Configure(tf32, sm_target);
     CUBLAS_CHECK(cublasSgemm_64(blas.handle.get(), op_b, op_a, n, m, k, &alpha, b, ldb, a,
@@ -49,17 +49,22 @@ void CudaContext::SgemmInPlace(const Lane& lane, bool trans_a, bool trans_b, int
   });
 }
 
+}  // namespace
+
+namespace op_kernels {
+
 // One cuBLASLt call where it can (see core/cuda/lt_gemm.h): the result goes
 // straight to d, with the bias and ReLU applied on the way out. A plain
 // in-place float32 product goes to cublasSgemm; what neither covers (GELU
 // and tanh epilogues) runs as a GEMM and a bias-activation pass, so a
 // bfloat16 d is rounded twice there (after the product and after the
 // epilogue) where the CPU backend rounds once.
-void CudaContext::Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                       int64_t k, float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
-                       const GemmSpec& spec) {
+void Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, int64_t n,
+          int64_t k, float alpha, CPtr a, CPtr b, float beta, CPtr c, Ptr d,
+          const GemmSpec& spec) {
+  CudaContext& context = ContextOf(lane);
   if (m <= 0 || n <= 0) return;
-  DeviceGuard guard(device_);
+  DeviceGuard guard(context.index());
   const bool tf32 = spec.tf32 || AllowTf32();
   const bool plain = spec.bias.data == nullptr && spec.activation == Activation::kIdentity &&
                      (c.data == d.data || beta == 0.f);
@@ -98,8 +103,8 @@ void CudaContext::Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, 
     call.bias = spec.bias;
     call.relu = relu;
     call.tf32 = tf32;
-    call.sm_count_target = GemmSmTarget(lane);
-    const bool done = LaneOf(lane, "Gemm").WithBlas(
+    call.sm_count_target = context.GemmSmTarget(lane);
+    const bool done = context.LaneOf(lane, "Gemm").WithBlas(
         [&](Blas& blas) { return blas.lt.Run(blas.stream, call); });
     if (done) return;
   }
@@ -120,138 +125,157 @@ void CudaContext::Gemm(const Lane& lane, bool trans_a, bool trans_b, int64_t m, 
   if (epilogue) BiasActivation(lane, spec.activation, d, spec.bias, Ptr{}, d, m, n);
 }
 
-void CudaContext::BiasActivation(const Lane& lane, Activation activation, CPtr x, CPtr bias,
-                                 Ptr pre, Ptr out, int64_t rows, int64_t cols) {
-  DeviceGuard guard(device_);
+void BiasActivation(const Lane& lane, Activation activation, CPtr x, CPtr bias,
+                    Ptr pre, Ptr out, int64_t rows, int64_t cols) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
   const char* op = "BiasActivation";
   if (bias.data == nullptr) {
     TANDEM_CHECK(pre.data == nullptr) << op << ": pre needs a bias";
     ActivationForward(lane, activation, x, out, rows * cols);
     return;
   }
-  kernels::BiasActivation(StreamOf(lane, op), activation, x, bias, pre, out, rows, cols);
+  kernels::BiasActivation(context.StreamOf(lane, op), activation, x, bias, pre, out, rows, cols);
 }
 
-void CudaContext::ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
-                             float alpha, float beta, Ptr out) {
-  DeviceGuard guard(device_);
+void ColumnSums(const Lane& lane, CPtr x, int64_t rows, int64_t cols,
+                float alpha, float beta, Ptr out) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
   // The partial sums go in the lane's cuBLAS workspace: its stream runs one
   // call at a time, GEMMs included.
-  LaneOf(lane, "ColumnSums").WithBlas([&](Blas& blas) {
+  context.LaneOf(lane, "ColumnSums").WithBlas([&](Blas& blas) {
     kernels::ColumnSums(blas.stream, x, rows, cols, alpha, beta, out, blas.workspace.data(),
                         blas.workspace.bytes());
   });
 }
 
-void CudaContext::Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
-                         int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::Binary(StreamOf(lane, "Binary"), op, a, b, out, n);
+void Binary(const Lane& lane, BinaryOp op, CPtr a, CPtr b, Ptr out,
+            int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::Binary(context.StreamOf(lane, "Binary"), op, a, b, out, n);
 }
 
-void CudaContext::Axpy(const Lane& lane, float alpha, CPtr x, Ptr y, int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::Axpy(StreamOf(lane, "Axpy"), alpha, x, y, n);
+void Axpy(const Lane& lane, float alpha, CPtr x, Ptr y, int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::Axpy(context.StreamOf(lane, "Axpy"), alpha, x, y, n);
 }
 
-void CudaContext::Scale(const Lane& lane, float alpha, Ptr x, int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::Scale(StreamOf(lane, "Scale"), alpha, x, n);
+void Scale(const Lane& lane, float alpha, Ptr x, int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::Scale(context.StreamOf(lane, "Scale"), alpha, x, n);
 }
 
-void CudaContext::Fill(const Lane& lane, float value, Ptr x, int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::Fill(StreamOf(lane, "Fill"), value, x, n);
+void Fill(const Lane& lane, float value, Ptr x, int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::Fill(context.StreamOf(lane, "Fill"), value, x, n);
 }
 
-void CudaContext::Cast(const Lane& lane, CPtr src, Ptr dst, int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::Cast(StreamOf(lane, "Cast"), src, dst, n);
+void Cast(const Lane& lane, CPtr src, Ptr dst, int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::Cast(context.StreamOf(lane, "Cast"), src, dst, n);
 }
 
-void CudaContext::TrackNonFinite(const Lane& lane, const float* loss, int64_t step,
-                                 float* first_bad) {
-  DeviceGuard guard(device_);
-  kernels::TrackNonFinite(StreamOf(lane, "TrackNonFinite"), loss, step, first_bad);
+void TrackNonFinite(const Lane& lane, const float* loss, int64_t step,
+                    float* first_bad) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::TrackNonFinite(context.StreamOf(lane, "TrackNonFinite"), loss, step, first_bad);
 }
 
-void CudaContext::ActivationForward(const Lane& lane, Activation activation, CPtr x, Ptr y,
-                                    int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::ActivationForward(StreamOf(lane, "ActivationForward"), activation, x, y, n);
+void ActivationForward(const Lane& lane, Activation activation, CPtr x, Ptr y,
+                       int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::ActivationForward(context.StreamOf(lane, "ActivationForward"), activation, x, y, n);
 }
 
-void CudaContext::ActivationBackward(const Lane& lane, Activation activation, CPtr x,
-                                     CPtr dy, Ptr dx, int64_t n, bool accumulate) {
-  DeviceGuard guard(device_);
-  kernels::ActivationBackward(StreamOf(lane, "ActivationBackward"), activation, x, dy, dx,
+void ActivationBackward(const Lane& lane, Activation activation, CPtr x,
+                        CPtr dy, Ptr dx, int64_t n, bool accumulate) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::ActivationBackward(context.StreamOf(lane, "ActivationBackward"), activation, x, dy, dx,
                               n, accumulate);
 }
 
-void CudaContext::ActivationBackwardColumnSums(const Lane& lane, Activation activation,
-                                               CPtr x, CPtr dy, Ptr dz, int64_t rows,
-                                               int64_t cols, float beta, Ptr sums) {
-  DeviceGuard guard(device_);
+void ActivationBackwardColumnSums(const Lane& lane, Activation activation,
+                                  CPtr x, CPtr dy, Ptr dz, int64_t rows,
+                                  int64_t cols, float beta, Ptr sums) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
   // Partial sums in the lane's cuBLAS workspace, as ColumnSums does.
-  LaneOf(lane, "ActivationBackwardColumnSums").WithBlas([&](Blas& blas) {
+  context.LaneOf(lane, "ActivationBackwardColumnSums").WithBlas([&](Blas& blas) {
     kernels::ActivationBackwardColumnSums(blas.stream, activation, x, dy, dz, rows, cols, beta,
                                           sums, blas.workspace.data(), blas.workspace.bytes());
   });
 }
 
-void CudaContext::SoftmaxCrossEntropy(const Lane& lane, CPtr logits, const float* labels,
-                                      int64_t rows, int64_t classes, float normalizer,
-                                      float* loss, Ptr dlogits) {
+void SoftmaxCrossEntropy(const Lane& lane, CPtr logits, const float* labels,
+                         int64_t rows, int64_t classes, float normalizer,
+                         float* loss, Ptr dlogits) {
+  CudaContext& context = ContextOf(lane);
   if (rows <= 0) return;
-  DeviceGuard guard(device_);
-  MainLaneOnly(lane, "SoftmaxCrossEntropy");
-  Scratch scratch(allocator_, kernels::SoftmaxCrossEntropyScratchBytes(rows));
-  kernels::SoftmaxCrossEntropy(main_.stream(), logits, labels, rows, classes, normalizer,
+  DeviceGuard guard(context.index());
+  context.MainLaneOnly(lane, "SoftmaxCrossEntropy");
+  Scratch scratch(context.allocator(), kernels::SoftmaxCrossEntropyScratchBytes(rows));
+  kernels::SoftmaxCrossEntropy(context.MainStream(), logits, labels, rows, classes, normalizer,
                                scratch.data(), loss, dlogits);
 }
 
-void CudaContext::Mse(const Lane& lane, CPtr pred, CPtr target, int64_t n, float normalizer,
-                      float* loss, Ptr dpred) {
+void Mse(const Lane& lane, CPtr pred, CPtr target, int64_t n, float normalizer,
+         float* loss, Ptr dpred) {
+  CudaContext& context = ContextOf(lane);
   if (n <= 0) return;
-  DeviceGuard guard(device_);
-  MainLaneOnly(lane, "Mse");
-  Scratch scratch(allocator_, kernels::MseScratchBytes(n));
-  kernels::Mse(main_.stream(), pred, target, n, normalizer, scratch.data(), loss, dpred);
+  DeviceGuard guard(context.index());
+  context.MainLaneOnly(lane, "Mse");
+  Scratch scratch(context.allocator(), kernels::MseScratchBytes(n));
+  kernels::Mse(context.MainStream(), pred, target, n, normalizer, scratch.data(), loss, dpred);
 }
 
-void CudaContext::Argmax(const Lane& lane, CPtr x, int64_t rows, int64_t cols, float* out) {
-  DeviceGuard guard(device_);
-  kernels::Argmax(StreamOf(lane, "Argmax"), x, rows, cols, out);
+void Argmax(const Lane& lane, CPtr x, int64_t rows, int64_t cols, float* out) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::Argmax(context.StreamOf(lane, "Argmax"), x, rows, cols, out);
 }
 
-void CudaContext::CountCorrect(const Lane& lane, CPtr logits, const float* labels,
-                               int64_t rows, int64_t classes, float* out) {
+void CountCorrect(const Lane& lane, CPtr logits, const float* labels,
+                  int64_t rows, int64_t classes, float* out) {
+  CudaContext& context = ContextOf(lane);
   if (rows <= 0) return;
-  DeviceGuard guard(device_);
-  MainLaneOnly(lane, "CountCorrect");
-  Scratch scratch(allocator_, kernels::CountCorrectScratchBytes(rows));
-  kernels::CountCorrect(main_.stream(), logits, labels, rows, classes, scratch.data(), out);
+  DeviceGuard guard(context.index());
+  context.MainLaneOnly(lane, "CountCorrect");
+  Scratch scratch(context.allocator(), kernels::CountCorrectScratchBytes(rows));
+  kernels::CountCorrect(context.MainStream(), logits, labels, rows, classes, scratch.data(), out);
 }
 
-void CudaContext::DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
-                              Ptr mask, int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::DropoutMask(StreamOf(lane, "DropoutMask"), p, seed, offset, mask, n);
+void DropoutMask(const Lane& lane, float p, uint64_t seed, uint64_t offset,
+                 Ptr mask, int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::DropoutMask(context.StreamOf(lane, "DropoutMask"), p, seed, offset, mask, n);
 }
 
-void CudaContext::SgdUpdate(const Lane& lane, const SgdParams& params, float* param,
-                            CPtr grad, float* velocity, Ptr working, int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::SgdUpdate(StreamOf(lane, "SgdUpdate"), params, param, grad, velocity, working, n);
+void SgdUpdate(const Lane& lane, const SgdParams& params, float* param,
+               CPtr grad, float* velocity, Ptr working, int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::SgdUpdate(context.StreamOf(lane, "SgdUpdate"), params, param, grad, velocity, working, n);
 }
 
-void CudaContext::AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
-                              float* param, CPtr grad, float* m, float* v, Ptr working,
-                              int64_t n) {
-  DeviceGuard guard(device_);
-  kernels::AdamWUpdate(StreamOf(lane, "AdamWUpdate"), params, step, param, grad, m, v,
+void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
+                 float* param, CPtr grad, float* m, float* v, Ptr working,
+                 int64_t n) {
+  CudaContext& context = ContextOf(lane);
+  DeviceGuard guard(context.index());
+  kernels::AdamWUpdate(context.StreamOf(lane, "AdamWUpdate"), params, step, param, grad, m, v,
                        working, n);
 }
 
+}  // namespace op_kernels
 }  // namespace cuda
 }  // namespace tandem

@@ -9,7 +9,7 @@
 namespace tandem {
 namespace cuda {
 
-// Row-major through column-major cuBLASLt, as in CudaBackend::Gemm: a
+// Row-major through column-major cuBLASLt, as in cuda::op_kernels::Gemm: a
 // row-major [r, c] matrix is a column-major [c, r] one, so cuBLASLt computes
 // D^T [n, m] = op(B)^T op(A)^T, with B passed first. Its "rows" are then
 // our columns, so the bias epilogue (one value per row of D^T) adds bias[j]

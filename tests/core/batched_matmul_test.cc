@@ -119,7 +119,7 @@ class BatchedMatMulTest : public DeviceTest {
       double tolerance = (t.k + 2) * kUnitRoundoff * magnitude[i] + 1e-30;
       // A bfloat16 C is rounded once (half a unit in its last place, at
       // most |expected| / 256), but on CUDA with beta != 0 within 8 units
-      // (Backend::BatchedGemm).
+      // (dispatch::BatchedGemm).
       if (c_dtype == kBf16) {
         const bool several_roundings = device().is_cuda() && t.beta != 0.f;
         tolerance += std::fabs(expected[i]) / (several_roundings ? 16 : 256);
