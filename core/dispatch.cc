@@ -9,7 +9,6 @@ std::atomic<CallObserver> call_observer{nullptr};
 
 void CheckCall(const OpInfo& info, const Lane& lane, const Operand* operands, int count,
                bool has_kernel) {
-  TANDEM_CHECK(lane.valid()) << info.name << " was given no lane";
   TANDEM_CHECK(has_kernel) << info.name << " has no kernel for " << lane.device()
                            << " in this build";
   const Operand* first = nullptr;        // the first operand with memory
@@ -47,15 +46,13 @@ void CheckCall(const OpInfo& info, const Lane& lane, const Operand* operands, in
 
 #ifdef TANDEM_WITH_CUDA
 #define TANDEM_CUDA_OP_KERNEL(name) &cuda::op_kernels::name
-constexpr bool kCudaKernels = true;
 #else
-#define TANDEM_CUDA_OP_KERNEL(name) nullptr
-constexpr bool kCudaKernels = false;
+#define TANDEM_CUDA_OP_KERNEL(name) nullptr  // no CUDA device exists to run one
 #endif
 
 namespace dispatch {
-#define TANDEM_DEFINE_OP(name, dtypes, aliasing, params)                                      \
-  const Op<void params> name(OpInfo{#name, OpDTypes::dtypes, OpAliasing::aliasing, kCudaKernels}, \
+#define TANDEM_DEFINE_OP(name, dtypes, aliasing, params)                             \
+  const Op<void params> name(OpInfo{#name, OpDTypes::dtypes, OpAliasing::aliasing}, \
                              &cpu::op_kernels::name, TANDEM_CUDA_OP_KERNEL(name));
 TANDEM_BACKEND_OPS(TANDEM_DEFINE_OP)
 #undef TANDEM_DEFINE_OP

@@ -51,7 +51,6 @@ struct OpInfo {
   const char* name;
   OpDTypes dtypes;
   OpAliasing aliasing;
-  bool has_cuda_kernel;  // false in a build without CUDA
 };
 
 // What each op computes, in the order of the table. Layout: row-major,
@@ -130,8 +129,9 @@ struct OpInfo {
 //   and transposes as Gemm's (op(A[b]) [m, k], op(B[b]) [k, n], C[b] [m, n]); C is read only when
 //   beta is not 0. A and B share a dtype; C float32, or bfloat16 beside bfloat16 operands;
 //   float32 accumulation, the result rounded once, except on CUDA for a bfloat16 C with beta !=
-//   0, where cuBLAS may add partial products into C in bfloat16, whatever the handle's math mode,
-//   and the result may be a few units in its last place off; pass a float32 C where that matters.
+//   0, where cuBLAS may add partial products into C in bfloat16, whatever the handle's math mode:
+//   each such rounding errs by up to 1/256 of the partial sum, so where the terms cancel the
+//   result may be off by many units in its own last place; pass a float32 C where that matters.
 //   `tf32`: float32 operands may use TF32 tensor cores (as GemmSpec::tf32). C overlaps neither A
 //   nor B.
 // CausalSoftmax: over `batch` matrices [t, t] of x (t > 0), row i of each seeing only its columns

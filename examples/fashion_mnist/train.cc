@@ -74,9 +74,10 @@ void CheckModelAndData(const FashionMnistConfig& c) {
 }  // namespace
 
 TrainResult TrainFashionMnist(const FashionMnistConfig& config, std::ostream& log) {
-  // Every flag before the data loads (Train checks its own again).
-  CheckModelAndData(config);
+  // Every flag before the data loads (Train checks its own again), the
+  // data directory last.
   CheckConfig(config);
+  CheckModelAndData(config);
   data::TensorDataset train = data::LoadFashionMnist(config.data_dir, true, config.max_train);
   data::TensorDataset test = data::LoadFashionMnist(config.data_dir, false, config.max_test);
   // Statistics of the training set only, applied to both.
