@@ -87,17 +87,15 @@ struct OpInfo {
 // TrackNonFinite: if loss[0] is NaN or infinite and first_bad[0] < 0, sets first_bad[0] = step: a
 //   sticky record of the first non-finite loss that the host reads only now and then, so checking
 //   costs no synchronisation per step.
-// SgdUpdate, AdamWUpdate: parameter updates, in one pass over a (possibly flat) float32 buffer, from a float32
-//   or bfloat16 gradient. velocity may be null when momentum is 0. `working` (data null: none)
-//   receives the updated parameters in its dtype in the same pass: the bfloat16 copy that mixed-
-//   precision layers compute with.
+// SgdUpdate, AdamWUpdate: parameter updates, in one pass over a (possibly flat) float32
+//   buffer, from a float32 or bfloat16 gradient. velocity may be null when momentum is 0.
+//   `working` (data null: none) receives the updated parameters in its dtype in the same pass:
+//   the bfloat16 copy that mixed-precision layers compute with.
 //   AdamWUpdate's `step` counts from 1 (bias correction).
 //
-// The math for custom layers (core/ops_math.h): element-wise functions, broadcasts, row reductions, softmax, transpose
-// and row gather/scatter. Arithmetic in float32, each result rounded once
-// into its operand's dtype; sums keep float32 accumulators. Each queues
-// on `lane` only, with no scratch memory and no host wait, so any lane
-// may run it.
+// The math for custom layers (core/ops_math.h), Unary to ScatterAddRows: arithmetic in
+// float32, each result rounded once into its operand's dtype; sums keep float32 accumulators.
+// Each queues on `lane` only, with no scratch memory and no host wait, so any lane may run it.
 // Unary: out = op(x), element-wise; x and out of one dtype; out may be x.
 // BinaryScalar: out = x op s, element-wise (kMul: x * s); x and out of one dtype; out may be x.
 // BroadcastBinary: out[r, c] = x[r, c] op v[c] (Broadcast::kRow) or x[r, c] op v[r]

@@ -124,9 +124,9 @@ void Gemm(const Lane&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   }
   if (a.dtype == DType::kBFloat16 && b.dtype == DType::kBFloat16) {
     // Note [bfloat16 GEMMs on the CPU] in cpu_gemm_bf16.h.
-    cpu::GemmBf16(KernelGemmLibrary(), KernelPool(), intra().threads, trans_a, trans_b, m, n, k, alpha,
-                  static_cast<const uint16_t*>(a.data), static_cast<const uint16_t*>(b.data),
-                  beta, out.get());
+    cpu::GemmBf16(KernelGemmLibrary(), KernelPool(), intra().threads, trans_a, trans_b, m, n, k,
+                  alpha, static_cast<const uint16_t*>(a.data),
+                  static_cast<const uint16_t*>(b.data), beta, out.get());
   } else {
     cpu::Gemm(KernelGemmLibrary(), KernelPool(), intra().threads, trans_a, trans_b, m, n, k, alpha,
               static_cast<const float*>(a.data), static_cast<const float*>(b.data), beta,
@@ -346,13 +346,13 @@ void BatchedGemm(const Lane&, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   const GemmStrides strides{batch.count, batch.stride_a, batch.stride_b};
   if (a.dtype == DType::kBFloat16) {
     // Note [Batched GEMMs on the CPU] in cpu_batched_gemm.h.
-    cpu::BatchedGemmBf16(KernelGemmLibrary(), KernelPool(), intra().threads, trans_a, trans_b, m, n, k,
-                         alpha, static_cast<const uint16_t*>(a.data),
+    cpu::BatchedGemmBf16(KernelGemmLibrary(), KernelPool(), intra().threads, trans_a, trans_b, m,
+                         n, k, alpha, static_cast<const uint16_t*>(a.data),
                          static_cast<const uint16_t*>(b.data), beta, out.get(), strides);
   } else {
-    cpu::BatchedGemm(KernelGemmLibrary(), KernelPool(), intra().threads, trans_a, trans_b, m, n, k, alpha,
-                     static_cast<const float*>(a.data), static_cast<const float*>(b.data),
-                     beta, out.get(), strides);
+    cpu::BatchedGemm(KernelGemmLibrary(), KernelPool(), intra().threads, trans_a, trans_b, m, n, k,
+                     alpha, static_cast<const float*>(a.data),
+                     static_cast<const float*>(b.data), beta, out.get(), strides);
   }
 }
 

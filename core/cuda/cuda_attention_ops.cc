@@ -76,8 +76,8 @@ void CausalSoftmaxBackward(const Lane& lane, CPtr y, CPtr dy, Ptr dx, int64_t ba
                            int64_t t, float scale) {
   CudaContext& context = ContextOf(lane);
   DeviceGuard guard(context.index());
-  kernels::CausalSoftmaxBackward(context.StreamOf(lane, "CausalSoftmaxBackward"), y, dy, dx, batch, t,
-                                 scale);
+  kernels::CausalSoftmaxBackward(context.StreamOf(lane, "CausalSoftmaxBackward"), y, dy, dx,
+                                 batch, t, scale);
 }
 
 void TransposeBatched(const Lane& lane, CPtr x, Ptr out, int64_t batch, int64_t rows,

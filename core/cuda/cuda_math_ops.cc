@@ -28,7 +28,8 @@ void BroadcastBinary(const Lane& lane, BinaryOp op, Broadcast how, CPtr x,
                      CPtr v, Ptr out, int64_t rows, int64_t cols) {
   CudaContext& context = ContextOf(lane);
   DeviceGuard guard(context.index());
-  kernels::BroadcastBinary(context.StreamOf(lane, "BroadcastBinary"), op, how, x, v, out, rows, cols);
+  kernels::BroadcastBinary(context.StreamOf(lane, "BroadcastBinary"), op, how, x, v, out, rows,
+                           cols);
 }
 
 void RowReduce(const Lane& lane, RowReduction op, CPtr x, int64_t rows,
@@ -54,7 +55,8 @@ void GatherRows(const Lane& lane, CPtr table, int64_t table_rows,
                 const float* indices, int64_t n, int64_t cols, Ptr out) {
   CudaContext& context = ContextOf(lane);
   DeviceGuard guard(context.index());
-  kernels::GatherRows(context.StreamOf(lane, "GatherRows"), table, table_rows, indices, n, cols, out);
+  kernels::GatherRows(context.StreamOf(lane, "GatherRows"), table, table_rows, indices, n, cols,
+                      out);
 }
 
 void ScatterAddRows(const Lane& lane, CPtr src, const float* indices, int64_t n,

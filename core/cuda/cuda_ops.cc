@@ -264,7 +264,8 @@ void SgdUpdate(const Lane& lane, const SgdParams& params, float* param,
                CPtr grad, float* velocity, Ptr working, int64_t n) {
   CudaContext& context = ContextOf(lane);
   DeviceGuard guard(context.index());
-  kernels::SgdUpdate(context.StreamOf(lane, "SgdUpdate"), params, param, grad, velocity, working, n);
+  kernels::SgdUpdate(context.StreamOf(lane, "SgdUpdate"), params, param, grad, velocity, working,
+                     n);
 }
 
 void AdamWUpdate(const Lane& lane, const AdamWParams& params, int64_t step,
