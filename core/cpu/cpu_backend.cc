@@ -6,9 +6,9 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_allocator.h"
+#include "core/cpu/cpu_attention.h"
 #include "core/cpu/cpu_gemm.h"
 #include "core/cpu/cpu_gemm_bf16.h"
-#include "core/cpu/cpu_attention.h"
 #include "core/cpu/cpu_op_kernels.h"
 #include "core/cpu/cpu_threads.h"
 

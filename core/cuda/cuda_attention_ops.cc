@@ -1,4 +1,4 @@
-// The attention ops of core/ops_attention.h on CudaContext: a batch of
+// The CUDA kernels of the attention ops (core/ops_attention.h): a batch of
 // products is one cublasGemmStridedBatchedEx call, the causal softmax, its
 // gradient and the batched transpose one kernel each
 // (core/cuda/kernels_attention.h). All queue on the stream of the lane they

@@ -1,4 +1,4 @@
-// Layer normalisation (core/ops_layer_norm.h) on CudaContext: the fused
+// The CUDA kernels of layer normalisation (core/ops_layer_norm.h): the fused
 // kernels of core/cuda/kernels_layer_norm.h, queued on the stream of the
 // lane given, with no scratch memory and no host wait, so every lane may run
 // them.

@@ -1,4 +1,4 @@
-// The math ops of core/ops_math.h on CudaContext: each queues one kernel
+// The CUDA kernels of the op table's math ops (core/ops_math.h): each queues one kernel
 // (core/cuda/kernels_math.h) on the stream of the lane it is given, with no
 // scratch memory and no host wait, so every lane may run them.
 #include "core/check.h"

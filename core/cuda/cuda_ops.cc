@@ -1,4 +1,5 @@
-// The op set of CudaContext: each op queues cuBLAS calls or Tandem's kernels
+// The CUDA kernels of the op table (core/op_table.h), GEMMs to losses and
+// updates: each queues cuBLAS calls or Tandem's kernels
 // (core/cuda/kernels.h) on the stream of the lane it is given.
 #include "core/check.h"
 #include "core/cuda/context.h"
