@@ -11,7 +11,7 @@
 //     kernel of the lane's device: the public wrappers (core/ops*.h) call it
 //     after their shape checks;
 //   - the op's entry in OpTable() (core/dispatch.h), which
-//     tests/core:ops_parity_test walks: it fails for an op without a
+//     tests/core:op_table_test walks: it fails for an op without a
 //     CPU-vs-CUDA case.
 //
 // Adding an op (docs/architecture.md, "Adding an op"): its line here, its
