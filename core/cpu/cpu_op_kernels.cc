@@ -32,10 +32,14 @@ GemmLibrary KernelGemmLibrary() {
   return library;
 }
 
+namespace {
+
 ThreadPool& KernelPool() {
   static ThreadPool pool;
   return pool;
 }
+
+}  // namespace
 
 IntraOp KernelIntra() { return IntraOp{&KernelPool(), CpuThreads()}; }
 

@@ -13,9 +13,8 @@ namespace cpu {
 
 // oneDNN or Eigen, chosen once per process (GemmLibraryFromEnvironment).
 GemmLibrary KernelGemmLibrary();
-// The intra-op threads, shared by every thread that runs CPU ops.
-ThreadPool& KernelPool();
-// What one op may use of them.
+// What one op may use of the intra-op threads, which every thread that runs
+// CPU ops shares.
 IntraOp KernelIntra();
 
 }  // namespace cpu
