@@ -91,6 +91,9 @@ struct BenchConfig {
   // "plain", "sharded", "deterministic", "deterministic+sharded".
   std::vector<std::string> variants = {"plain"};
   int micro_shards = 4;  // deterministic variants' pieces per batch
+  // Sharded variants: the parameter gathers run beside the next forward
+  // (ShardedOptimizerOptions::gather_during_forward), as in the Trainer.
+  bool gather_during_forward = true;
   std::vector<int64_t> hidden = {1024, 1024};
   int64_t inputs = 784;
   int64_t classes = 10;
@@ -291,9 +294,13 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
     tree = hook.get();
     sum = std::move(hook);
   }
+  ShardedOptimizerHook* sharded_hook = nullptr;
   if (sharded) {
-    reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(
-        sgd, ShardedOptimizerOptions{}, std::move(sum)));
+    ShardedOptimizerOptions sharded_options;
+    sharded_options.gather_during_forward = c.gather_during_forward;
+    auto hook = std::make_unique<ShardedOptimizerHook>(sgd, sharded_options, std::move(sum));
+    sharded_hook = hook.get();
+    reducer.RegisterCommHook(std::move(hook));
   } else if (sum) {
     reducer.RegisterCommHook(std::move(sum));
   }
@@ -319,7 +326,7 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
     for (size_t j = 0; j < mine.pieces.size(); ++j) {
       const ShardRange& piece = mine.pieces[j];
       const bool last = j + 1 == mine.pieces.size();
-      Tensor logits = model->Forward(xs[i % c.data_sets].Slice(piece.begin, piece.end));
+      Tensor logits = reducer.Forward(xs[i % c.data_sets].Slice(piece.begin, piece.end));
       // Normalised by the global batch: see Note [Gradient averaging].
       value += loss.Forward(logits, ys[i % c.data_sets].Slice(piece.begin, piece.end),
                             c.batch_size)
@@ -345,6 +352,7 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
     worker.comm.Barrier()->Wait();
     const auto start = Clock::now();
     for (int i = 0; i < c.steps; ++i) value = step(k++);
+    reducer.WaitForParameters();  // the last step's gathers, where they overlap
     run_ms.push_back(bench::MaxOverRanks(worker.comm, 1e3 * SecondsSince(start) / c.steps));
   }
   last_loss = value;
@@ -358,6 +366,8 @@ bench::Row RunConfig(Worker& worker, const BenchConfig& c, const RandomData& dat
   const double step_ms_min = *std::min_element(run_ms.begin(), run_ms.end());
   const double wait_ms = bench::MeanOverRanks(
       worker.comm, 1e3 * comm_wait / (static_cast<double>(c.steps) * c.repeats));
+  // Sharded in bf16, the step gathers working copies; the masters, whole.
+  if (sharded_hook != nullptr) sharded_hook->GatherMasters();
   const bool same = ReplicasIdentical(worker.comm, *model);
   TANDEM_CHECK(std::isfinite(last_loss)) << "loss is not finite; lower --lr";
   bench::Row row = ConfigRow(c, worker.size, variant, overlap, bucket_mb,
@@ -426,6 +436,9 @@ int main(int argc, char** argv) {
   app.add_option("--large_bytes", c.large_bytes, "large all-reduce size in bytes");
   app.add_option("--variants", variants,
                  "plain, sharded, deterministic and/or deterministic+sharded, comma-separated");
+  app.add_option("--gather_during_forward", c.gather_during_forward,
+                 "sharded variants: gather the parameters beside the next forward (true, as "
+                 "the Trainer does) or before the step returns (false)");
   app.add_option("--micro_shards", c.micro_shards,
                  "deterministic variants: pieces per batch (a power of two)");
   app.add_option("--cpu_threads", c.cpu_threads,

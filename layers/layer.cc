@@ -19,6 +19,7 @@ BackwardArgs BackwardArgs::For(Device device) {
 Tensor Layer::ForwardWith(const Tensor& x, const ForwardArgs&) { return Forward(x); }
 
 Tensor ForwardChild(Layer& child, const Tensor& x, const ForwardArgs& args) {
+  if (args.hooks != nullptr && args.hooks->before_forward) args.hooks->before_forward(child);
   Tensor y;
   {
     ProfileRange range([&] { return "forward " + child.Name(); });

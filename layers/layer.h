@@ -111,6 +111,10 @@ struct BackwardArgs;
 // that implements only the simple Backward) is reported as a whole, its
 // children with it. See Note [Reports from the tree].
 struct LayerHooks {
+  // Before `layer`'s ForwardWith: from now on it may read every parameter
+  // of its own and below (the reducer waits there for parameters a sharded
+  // step is still gathering).
+  std::function<void(Layer& layer)> before_forward;
   // Before `layer`'s BackwardWith: may change its arguments (the reducer
   // gives the layers nearest the input their parameter work on the main
   // lane, and plans GEMMs for the SMs NCCL leaves).
@@ -229,7 +233,8 @@ class Layer {
 // that runs its children with the simple Backward) covers those below it: a
 // parameter may be reported ready more than once, and counts once.
 
-// Runs `child`'s ForwardWith for a container, then tells args.hooks.
+// Runs `child`'s ForwardWith for a container, telling args.hooks before
+// and after.
 Tensor ForwardChild(Layer& child, const Tensor& x, const ForwardArgs& args);
 // Runs `child`'s BackwardWith for a container with `args` (the container's,
 // or changed for the child): args.hooks may change them first, the child's

@@ -51,6 +51,20 @@ void Parameter::MoveValueInto(Tensor view, const std::string& name) {
   value_ = Rehome(value_, std::move(view), value_.shape(), name, "value");
 }
 
+void Parameter::MoveWorkingInto(Tensor view, const std::string& name) {
+  TANDEM_CHECK(working_.defined())
+      << "parameter '" << name << "' keeps no working copy to move into a "
+      << DTypeName(view.dtype()) << " view";
+  TANDEM_CHECK(view.shape() == value_.shape() && view.dtype() == working_.dtype() &&
+               view.device() == value_.device())
+      << "parameter '" << name << "': its working copy is " << ShapeToString(value_.shape())
+      << " " << DTypeName(working_.dtype()) << " on " << value_.device()
+      << " but the view to move it into is " << ShapeToString(view.shape()) << " "
+      << DTypeName(view.dtype()) << " on " << view.device();
+  ops::Cast(value_, view);
+  working_ = std::move(view);
+}
+
 void Parameter::MoveTo(Device device) {
   value_ = value_.To(device);
   grad_ = Tensor::Zeros(value_.shape(), device);  // gradients are float32

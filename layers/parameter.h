@@ -18,9 +18,10 @@
 // the reducer, checkpoints, the sharded optimizer) reaches it through the
 // NamedParameter handles of Layer::Parameters(). To lay parameters out in
 // flat buffers (the reducer's gradient buckets, the sharded optimizer's
-// values) they move the value or the gradient into a view of that buffer
-// through the Parameter (MoveGradInto, MoveValueInto): the layer reads and
-// writes its tensors through the Parameter, so it follows without knowing.
+// values and working copies) they move the value, the gradient or the
+// working copy into a view of that buffer through the Parameter
+// (MoveGradInto, MoveValueInto, MoveWorkingInto): the layer reads and writes
+// its tensors through the Parameter, so it follows without knowing.
 #ifndef TANDEM_LAYERS_PARAMETER_H_
 #define TANDEM_LAYERS_PARAMETER_H_
 
@@ -62,6 +63,12 @@ class Parameter {
   void MoveGradInto(Tensor view, const std::string& name);
   // The same for the value.
   void MoveValueInto(Tensor view, const std::string& name);
+  // The working copy lives in `view` from now on: a tensor of the value's
+  // shape, the working copy's dtype and device, inside a larger buffer (the
+  // sharded optimizer gathers working copies there). The value is cast into
+  // it. Throws naming `name` when the parameter keeps no working copy or
+  // the view does not fit.
+  void MoveWorkingInto(Tensor view, const std::string& name);
   // The value moved to `device`, the gradient zeros there, the working copy
   // (if kept) a placeholder there.
   void MoveTo(Device device);

@@ -1,7 +1,7 @@
 // Communication hooks: what the data-parallel reducer does with a bucket of
 // gradients, as PyTorch DDP's register_comm_hook.
 //
-// The reducer (parallel/reducer.h) calls a bucket's hook three times a step:
+// The reducer (parallel/reducer.h) calls a bucket's hook at these points:
 //   Reduce(bucket)           once its gradients are final: start reducing
 //                            them and return the Work (the default sums
 //                            them in place over the bucket's communicator);
@@ -10,7 +10,11 @@
 //                            bucket's parameters any more;
 //   FinishStep(lane)         once backward is over: `lane`'s later work
 //                            (the next forward, the optimizer) must see
-//                            what the hook did.
+//                            what the hook did, but for parameters it
+//                            leaves changing (a sharded step's gathers),
+//                            which
+//   WaitForParameters(b, l)  hands over before the next forward (or
+//                            backward) reads bucket b's parameters.
 // With one rank the reducer reduces nothing: it calls AfterReduce and
 // FinishStep, with completed work, but not Reduce.
 //
@@ -78,6 +82,15 @@ class CommHook {
   virtual void WaitForGradients(const GradBucket& bucket, Work& work, const Lane& lane);
   // Every bucket has passed AfterReduce: `lane` waits for the hook's work.
   virtual void FinishStep(const Lane& lane) {}
+  // For a hook that changes the parameters after FinishStep returns (the
+  // sharded optimizer's gathers, overlapped with the next forward): `lane`'s
+  // later work must see bucket's parameters as this step leaves them. The
+  // reducer calls it before a layer's forward reads the bucket
+  // (Reducer::Forward) and, for every bucket, before backward.
+  virtual void WaitForParameters(int bucket, const Lane& lane) {}
+  // Whether some bucket's parameters are still changing (the reducer then
+  // refuses a step whose forward did not run through Reducer::Forward).
+  virtual bool ParametersPending() const { return false; }
 };
 
 // All-reduces gradients as bfloat16: half the bytes of float32 on the wire,

@@ -238,6 +238,60 @@ void Reducer::BroadcastParameters() {
   SyncWorkingCopies(model_);  // rank 0's masters, in the working dtype too
 }
 
+Tensor Reducer::Forward(const Tensor& x) { return ForwardWith(x, ForwardArgs()); }
+
+Tensor Reducer::ForwardWith(const Tensor& x, const ForwardArgs& args) {
+  forwarded_ = true;
+  if (!hook_ || !hook_->ParametersPending()) return model_.ForwardWith(x, args);
+  const Lane lane = MainLane(params_[0].value().device());
+  const LayerHooks none;
+  const LayerHooks& theirs = args.hooks != nullptr ? *args.hooks : none;
+  LayerHooks hooks = theirs;
+  hooks.before_forward = [this, &theirs, &lane](Layer& layer) {
+    WaitForParametersOf(layer, lane);
+    if (theirs.before_forward) theirs.before_forward(layer);
+  };
+  WaitForOwnParameters(lane);
+  ForwardArgs model_args = args;
+  model_args.hooks = &hooks;
+  return model_.ForwardWith(x, model_args);
+}
+
+void Reducer::WaitForParametersOf(Layer& layer, const Lane& lane) {
+  const auto found = layer_params_.find(&layer);
+  if (found == layer_params_.end()) return;
+  for (size_t i : found->second) hook_->WaitForParameters(param_bucket_[i], lane);
+}
+
+// The parameters of the model itself, which no child's before_forward
+// covers (all of them, for a model that is one layer).
+void Reducer::WaitForOwnParameters(const Lane& lane) {
+  const auto found = owner_index_.find(&model_);
+  if (found == owner_index_.end()) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (param_owner_[i] == found->second) hook_->WaitForParameters(param_bucket_[i], lane);
+  }
+}
+
+void Reducer::WaitForParameters() {
+  if (!hook_ || params_.empty()) return;
+  const Lane lane = MainLane(params_[0].value().device());
+  for (int b = num_buckets(); b-- > 0;) hook_->WaitForParameters(b, lane);
+}
+
+// Backward reads the parameters too; a forward outside Forward read them
+// while the hook was still changing them.
+void Reducer::WaitBeforeBackward(const Lane& lane) {
+  if (!hook_ || !hook_->ParametersPending()) return;
+  TANDEM_CHECK(forwarded_)
+      << "model '" << model_.Name() << "': the last step left its parameters gathering "
+      << "beside the next forward (ShardedOptimizerOptions::gather_during_forward), but this "
+      << "step's forward did not run through Reducer::Forward, so it read parameters still "
+      << "being gathered; run the forward with reducer.Forward(x), or call "
+      << "reducer.WaitForParameters() before the model's own Forward";
+  for (int b = num_buckets(); b-- > 0;) hook_->WaitForParameters(b, lane);
+}
+
 Tensor Reducer::Backward(const Tensor& dloss, GradientSync sync) {
   BackwardArgs args = BackwardArgs::For(dloss.device());
   args.input_grad = false;
@@ -262,6 +316,7 @@ Tensor Reducer::BackwardWith(const Tensor& dloss, const BackwardArgs& args, Grad
       << "(--shard_optimizer) is on but no ShardedOptimizerHook is registered: "
       << "reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(*optimizer)) "
       << "before the first Backward";
+  WaitBeforeBackward(args.lane);
   // The model itself is reported too (BackwardReported), so a model that
   // reports nothing below it still does.
   if (sync == GradientSync::kAccumulateLocally) {
@@ -405,6 +460,7 @@ void Reducer::FinishBuckets(const Lane& lane) {
   const ReducerTimeline::Clock::time_point reduced = ReducerTimeline::Clock::now();
   AfterReduceReadyBuckets(/*block=*/true);
   hook_->FinishStep(lane);
+  forwarded_ = false;
   timeline_.step_end = ReducerTimeline::Clock::now();
   timeline_.bucket_work = works_;
   last_comm_wait_ =

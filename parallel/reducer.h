@@ -112,6 +112,20 @@ class Reducer {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
+  // Runs the model's forward. With a hook that leaves parameters changing
+  // after a step (ShardedOptimizerOptions::gather_during_forward), each
+  // layer first waits for its parameters' buckets (CommHook::
+  // WaitForParameters), so the later layers' gathers run beside the forward
+  // of the first ones; otherwise it is model.ForwardWith(x, args).
+  // args.hooks (a trace, say) hear of every layer as without the reducer.
+  Tensor Forward(const Tensor& x);
+  Tensor ForwardWith(const Tensor& x, const ForwardArgs& args);
+  // The main lane of the model's device sees every parameter as the last
+  // step left it: before reading them outside Forward and Backward (an
+  // evaluation's forward, a comparison) while a hook may still be changing
+  // them.
+  void WaitForParameters();
+
   // Runs the model's backward from dloss on its device's lanes, without the
   // input gradient (the model's input is data), and reduces the gradients;
   // with GradientSync::kAccumulateLocally (gradient accumulation: every
@@ -177,6 +191,11 @@ class Reducer {
   void LaunchReadyBuckets();
   void AfterReduceReadyBuckets(bool block);
   void FinishBuckets(const Lane& lane);
+  // `lane` sees the parameters of `layer` and below (of the model itself
+  // only, with `own`) as the hook leaves them.
+  void WaitForParametersOf(Layer& layer, const Lane& lane);
+  void WaitForOwnParameters(const Lane& lane);
+  void WaitBeforeBackward(const Lane& lane);
 
   Layer& model_;
   Communicator& comm_;                   // comms_[0]
@@ -205,6 +224,9 @@ class Reducer {
   bool timed_ = false;               // CollectiveTiming::kTimed
   int next_to_launch_ = 0;
   int next_after_reduce_ = 0;
+
+  // Forward ran since the last step's hook left parameters pending.
+  bool forwarded_ = false;
 
   double last_comm_wait_ = 0.0;
   ReducerTimeline timeline_;

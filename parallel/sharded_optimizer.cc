@@ -1,6 +1,7 @@
 #include "parallel/sharded_optimizer.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <string>
 #include <utility>
@@ -34,10 +35,22 @@ namespace tandem {
 //      reduce-scatter): with clipping or a tracked norm, the squares of the
 //      shards are summed on the caller's lane and all-reduced, and with
 //      clipping every shard scaled and updated on the update lane. Then each
-//      bucket's values are all-gathered in place, after the update lane, in
-//      bucket order; the caller's lane waits for the gathers and casts every
-//      master into its working copy, so the next forward reads this step's
-//      parameters. The step is counted.
+//      bucket's parameters are all-gathered in place after the update lane,
+//      in forward order (the last bucket first: it holds the layers nearest
+//      the input). A bucket whose every parameter keeps a working copy (the
+//      model computes in bfloat16) gathers the working copies: rank r casts
+//      its block of masters into its block of the bucket's working buffer,
+//      which is gathered, half the bytes of the masters, and no rank casts
+//      the others' blocks. Its masters outside block r are then stale on
+//      rank r until GatherMasters gathers them (checkpoints, exports). Any
+//      other bucket gathers its masters, and its working copies are cast
+//      from them once gathered. The step is counted.
+//   4. WaitForParameters (per bucket): the caller's lane waits for the
+//      bucket's gather (and casts). FinishStep calls it for every bucket,
+//      unless gather_during_forward: then the reducer calls it as the next
+//      forward reaches each layer (Reducer::Forward), so the gathers of the
+//      later layers run beside the forward of the first ones, and for every
+//      bucket before backward.
 // Why the gathers wait for the end of backward: collectives on one
 // communicator must be issued in the same order on every rank. Reduce is
 // called at fixed points of backward (a layer's gradients queued), the same
@@ -46,9 +59,9 @@ namespace tandem {
 // reduce-scatters on one rank and after both on another. FinishStep is a
 // fixed point, after every reduce-scatter.
 // Across steps: the next step's reduce-scatters write gradients the updates
-// read, and its backward reads the values the gathers write; both come after
-// the caller's lane, which waited for the gathers, which followed the
-// updates.
+// read, and its forward and backward read the parameters the gathers write;
+// both come after the caller's lane, which waited for the gathers (step 4),
+// which followed the updates.
 
 ShardedOptimizerHook::ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options,
                                            std::unique_ptr<CommHook> reduce)
@@ -56,6 +69,17 @@ ShardedOptimizerHook::ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimize
   TANDEM_CHECK(options.max_grad_norm >= 0.f)
       << "ShardedOptimizerOptions::max_grad_norm is " << options.max_grad_norm
       << " (--clip_grad_norm): 0 turns clipping off, a positive norm clips";
+}
+
+ShardedOptimizerHook::~ShardedOptimizerHook() {
+  for (Bucket& b : buckets_) {
+    if (!b.gather) continue;
+    try {
+      b.gather->Wait();
+    } catch (const std::exception&) {
+      // An aborted group: the gather writes nothing more.
+    }
+  }
 }
 
 void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
@@ -124,6 +148,7 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
                                  p.name);
       offset += n;
     }
+    GatherWorkingCopiesOf(b, device);
   }
   Backend& backend = GetBackend(device);
   lane_ = backend.NewLane({"optimizer", /*high_priority=*/true});
@@ -135,6 +160,28 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
     norm_ = Tensor::Zeros({1}, device);
     pair_ = Tensor::Zeros({1, 2}, device);
     factor_ = Tensor::Zeros({1}, device);
+  }
+}
+
+// See Note [Sharded step], 3: where every parameter of a bucket keeps a
+// working copy of one dtype, the copies become views of one flat buffer laid
+// out as the values, which the step gathers instead of the values.
+void ShardedOptimizerHook::GatherWorkingCopiesOf(Bucket& b, Device device) {
+  if (size_ == 1 || b.parameters.empty()) return;
+  const Tensor* first = b.parameters[0].working();
+  if (first == nullptr || !first->defined()) return;
+  const DType dtype = first->dtype();
+  for (const NamedParameter& p : b.parameters) {
+    const Tensor* working = p.working();
+    if (working == nullptr || !working->defined() || working->dtype() != dtype) return;
+  }
+  b.working = b.comm->NewReduceBuffer(b.values.numel(), device, dtype);
+  int64_t offset = 0;
+  for (const NamedParameter& p : b.parameters) {
+    const int64_t n = p.value().numel();
+    p.parameter->MoveWorkingInto(b.working.Slice(offset, offset + n).Reshape(p.value().shape()),
+                                 p.name);
+    offset += n;
   }
 }
 
@@ -245,27 +292,79 @@ void ShardedOptimizerHook::FinishStep(const Lane& lane) {
       optimizer_.UpdateShards(all, update);
     }
   }
-  std::vector<std::shared_ptr<Work>> gathers;
-  if (size_ > 1) {
-    ProfileRange range("all-gather parameters");
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-      Bucket& b = buckets_[i];
-      CollectiveOptions options;
-      options.after = {update};
-      options.label = "parameter bucket " + std::to_string(i);
-      float* values = b.values.data();
-      gathers.push_back(
-          b.comm->AllGather(values + b.chunk * rank_, b.chunk, values, std::move(options)));
-    }
-  }
-  for (const std::shared_ptr<Work>& gather : gathers) gather->WaitOn(lane);
-  ops::WaitFor(lane, update);
-  for (Bucket& b : buckets_) {
-    for (NamedParameter& p : b.parameters) {
-      if (p.working() != nullptr && p.working()->defined()) ops::Cast(lane, p.value(), *p.working());
-    }
-  }
+  StartGathers(update);
+  if (!options_.gather_during_forward) WaitForEveryBucket(lane);
   optimizer_.FinishStep();
+}
+
+// Each bucket's parameters gathered from the ranks' shards, after the
+// updates on `update`: a bucket with working copies gathers them (this
+// rank's block cast from its masters first), another its masters. In
+// forward order (the last bucket holds the layers nearest the input), so
+// the gathers a forward needs first finish first.
+void ShardedOptimizerHook::StartGathers(const Lane& update) {
+  ProfileRange range("all-gather parameters");
+  for (size_t k = buckets_.size(); k-- > 0;) {
+    Bucket& b = buckets_[k];
+    b.pending = true;
+    if (size_ == 1) continue;
+    const int64_t begin = b.chunk * rank_, end = begin + b.chunk;
+    CollectiveOptions options;
+    options.after = {update};
+    options.label = "parameter bucket " + std::to_string(k);
+    if (b.working.defined()) {
+      Tensor mine = b.working.Slice(begin, end);
+      ops::Cast(update, b.values.Slice(begin, end), mine);
+      b.gather = b.comm->AllGather(mine, b.working, std::move(options));
+      masters_partial_ = true;
+    } else {
+      float* values = b.values.data();
+      b.gather = b.comm->AllGather(values + begin, b.chunk, values, std::move(options));
+    }
+  }
+}
+
+void ShardedOptimizerHook::WaitForParameters(int bucket, const Lane& lane) {
+  Bucket& b = buckets_.at(bucket);
+  if (!b.pending) return;
+  if (b.gather) b.gather->WaitOn(lane);
+  b.gather.reset();
+  ops::WaitFor(lane, lane_.get());
+  if (!b.working.defined()) {  // gathered masters: their working copies are cast here
+    for (NamedParameter& p : b.parameters) {
+      Tensor* working = p.working();
+      if (working != nullptr && working->defined()) ops::Cast(lane, p.value(), *working);
+    }
+  }
+  b.pending = false;
+}
+
+bool ShardedOptimizerHook::ParametersPending() const {
+  for (const Bucket& b : buckets_) {
+    if (b.pending) return true;
+  }
+  return false;
+}
+
+void ShardedOptimizerHook::WaitForEveryBucket(const Lane& lane) {
+  for (int k = static_cast<int>(buckets_.size()); k-- > 0;) WaitForParameters(k, lane);
+}
+
+void ShardedOptimizerHook::GatherMasters() {
+  if (buckets_.empty()) return;
+  const Lane main = MainLane(buckets_[0].values.device());
+  WaitForEveryBucket(main);
+  if (!masters_partial_) return;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
+    if (!b.working.defined()) continue;
+    CollectiveOptions options;
+    options.after = {main};
+    options.label = "master parameters of bucket " + std::to_string(k);
+    float* values = b.values.data();
+    b.comm->AllGather(values + b.chunk * rank_, b.chunk, values, std::move(options))->WaitOn(main);
+  }
+  masters_partial_ = false;
 }
 
 std::vector<std::pair<std::string, Tensor*>> ShardedOptimizerHook::StateOfShard(size_t i) {

@@ -10,7 +10,7 @@
 //   reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(*optimizer));
 //   ...
 //   optimizer->ZeroGrad();
-//   loss.Forward(model->Forward(x_shard), y_shard, global_batch);
+//   loss.Forward(reducer.Forward(x_shard), y_shard, global_batch);
 //   reducer.Backward(loss.Backward());   // reduce-scatter, update, all-gather
 //   // no optimizer->Step(): the hook updated and counted the step
 //
@@ -20,11 +20,17 @@
 // summed gradient of its shard; rank r updates block r of the bucket's
 // float32 master values (the parameters are views into one flat buffer per
 // bucket, laid out as the gradients are), with state for that block alone;
-// after backward every bucket's values are all-gathered in place, in bucket
-// order, and bfloat16 working copies are refreshed from the gathered masters.
-// Every replica then holds the same full float32 parameters as without
-// sharding. The gradients are not sharded: after a step a parameter's
-// gradient holds the reduced sum only where it lies in this rank's shard.
+// after backward every bucket's parameters are all-gathered in place: where
+// the model computes in bfloat16, each rank casts its block into the
+// working copies (views of one bfloat16 buffer per bucket) and those are
+// gathered; elsewhere the float32 values are, and working copies cast from
+// them. Every replica then computes with the same parameters as without
+// sharding; in bfloat16 the float32 masters outside a rank's block are
+// current only after GatherMasters. With gather_during_forward the gathers
+// run on into the next forward, which waits for each layer's buckets as it
+// reaches the layer (Reducer::Forward). The gradients are not sharded: after
+// a step a parameter's gradient holds the reduced sum only where it lies in
+// this rank's shard.
 //
 // With ShardedOptimizerOptions::max_grad_norm the gradient is clipped by its
 // global L2 norm first: each rank sums the squares of its shards, one
@@ -64,6 +70,14 @@ struct ShardedOptimizerOptions {
   // Compute the gradient's global norm every step (last_grad_norm()) even
   // without clipping: one more all-reduce of a scalar per step.
   bool track_grad_norm = false;
+  // Leave the step's parameter gathers running when the step returns: each
+  // layer of the next forward waits for its own parameters' buckets, so the
+  // gathers of later layers run beside the forward of earlier ones. The
+  // forward must then run through Reducer::Forward (the reducer refuses the
+  // next step otherwise), and anything else that reads the parameters
+  // between steps (an evaluation) after Reducer::WaitForParameters. Off:
+  // the step returns once every gather is done.
+  bool gather_during_forward = false;
 };
 
 // The comm hook that makes the reducer's optimizer step sharded. Register it
@@ -80,6 +94,9 @@ class ShardedOptimizerHook : public CommHook {
   // bucket whole on every rank (DeterministicSumHook) instead.
   explicit ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options = {},
                                 std::unique_ptr<CommHook> reduce = nullptr);
+  // Waits for gathers still running (gather_during_forward), which write
+  // into the hook's buffers.
+  ~ShardedOptimizerHook() override;
   void Bind(const std::vector<GradBucket>& buckets) override;
   // Reduce-scatters the bucket in place: block rank() gets the sum (or
   // hands it to the `reduce` hook).
@@ -88,8 +105,13 @@ class ShardedOptimizerHook : public CommHook {
   // Without clipping: updates this rank's shard of the bucket.
   void AfterReduce(const GradBucket& bucket, Work& work, const std::vector<Lane>& compute) override;
   // Clips and updates (with max_grad_norm), all-gathers every bucket's
-  // values, refreshes working copies and counts the step.
+  // parameters and counts the step; `lane` waits for the gathers unless
+  // gather_during_forward.
   void FinishStep(const Lane& lane) override;
+  // `lane`'s later work sees bucket's gathered parameters, working copies
+  // included.
+  void WaitForParameters(int bucket, const Lane& lane) override;
+  bool ParametersPending() const override;
 
   // [1] on the buckets' device: the global L2 norm of the last step's
   // gradient, before clipping; undefined unless max_grad_norm > 0 or
@@ -97,6 +119,13 @@ class ShardedOptimizerHook : public CommHook {
   const Tensor& last_grad_norm() const { return norm_; }
   // Bytes of optimizer state this worker holds: optimizer.state_bytes().
   int64_t state_bytes() const { return optimizer_.state_bytes(); }
+  // Where the model computes in bfloat16 (a bucket whose every parameter
+  // keeps a working copy), the step gathers the working copies, half the
+  // bytes, and each rank's float32 masters are current only in its own
+  // shards. GatherMasters (a collective: every rank calls it at the same
+  // point, between steps) gathers the masters too; call it before reading
+  // the values (a checkpoint, an export, a comparison). The Trainer does.
+  void GatherMasters();
   // For checkpoints, between steps. GatherState is a collective (every rank
   // calls it at the same point): every rank gets the whole optimizer state,
   // gathered from every rank's shards, named and shaped as the unsharded
@@ -115,12 +144,21 @@ class ShardedOptimizerHook : public CommHook {
  private:
   struct Bucket {
     Tensor values;      // [elements], float32: the parameters' values are views
+    // [elements] in the working dtype, where every parameter of the bucket
+    // keeps a working copy (bf16) and there are 2+ ranks: their working
+    // copies are views, and the step gathers this instead of `values`.
+    Tensor working;
+    std::shared_ptr<Work> gather;  // this step's all-gather, until waited for
+    bool pending = false;          // the step's parameters not yet waited for
     Tensor grads;       // the reducer's gradient buffer
     int64_t chunk = 0;  // elements per rank
     Communicator* comm = nullptr;
     std::vector<NamedParameter> parameters;
   };
 
+  void GatherWorkingCopiesOf(Bucket& b, Device device);
+  void StartGathers(const Lane& update);
+  void WaitForEveryBucket(const Lane& lane);
   // Shard i's state tensors (its SlotState), each with its suffix (".adam_m").
   std::vector<std::pair<std::string, Tensor*>> StateOfShard(size_t i);
   bool norm_wanted() const { return options_.max_grad_norm > 0.f || options_.track_grad_norm; }
@@ -141,6 +179,9 @@ class ShardedOptimizerHook : public CommHook {
   Tensor norm_;                // [1]
   Tensor pair_;                // [1, 2]: norm + eps, max_norm
   Tensor factor_;              // [1]
+  // Some bucket gathered working copies, not masters, since the last
+  // GatherMasters: the masters outside this rank's shards are stale.
+  bool masters_partial_ = false;
   // Declared last: destroyed first, once the updates queued on it have run.
   OwnedLane lane_;  // where the updates run
 };

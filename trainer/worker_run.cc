@@ -106,6 +106,9 @@ void WorkerRun::BuildModel() {
     ShardedOptimizerOptions so;
     so.max_grad_norm = config_.clip_grad_norm;
     so.track_grad_norm = config_.log_every > 0;
+    // The forward runs through the reducer (ForwardMicro), evaluations
+    // after WaitForParameters.
+    so.gather_during_forward = true;
     auto hook = std::make_unique<ShardedOptimizerHook>(*optimizer_, so,
                                                        DeterministicReduce(config_, &tree_sum_));
     sharded_ = hook.get();
@@ -231,7 +234,10 @@ void WorkerRun::Save(int64_t epoch, int64_t batch_in_epoch) {
   // (a collective) under the unsharded names, so the file is the one an
   // unsharded run writes.
   std::vector<std::pair<std::string, Tensor>> whole;
-  if (sharded_) whole = sharded_->GatherState();
+  if (sharded_) {
+    sharded_->GatherMasters();
+    whole = sharded_->GatherState();
+  }
   CheckpointState state;
   if (root_) {
     TrainingProgress progress;
@@ -311,7 +317,7 @@ data::PrefetchOptions WorkerRun::PrefetchFor(int epoch) {
 Tensor WorkerRun::ForwardMicro(const data::Batch& batch, int64_t begin, int64_t end,
                                bool traced) {
   Tensor x = batch.features.Slice(begin, end), y = batch.labels.Slice(begin, end);
-  Tensor out = traced ? model_->ForwardWith(x, tracer_->forward_args()) : model_->Forward(x);
+  Tensor out = traced ? reducer_->ForwardWith(x, tracer_->forward_args()) : reducer_->Forward(x);
   Tensor micro_loss;
   {
     ProfileRange loss_range("loss");
@@ -567,6 +573,7 @@ void WorkerRun::Report(const EvalStats& stats, std::optional<ProgressBar>& bar) 
 // Accuracy and mean loss over the test set: each rank evaluates its shard
 // in chunks, the sums are summed over workers.
 WorkerRun::TestFigures WorkerRun::Evaluate() {
+  reducer_->WaitForParameters();  // a sharded step may still be gathering them
   model_->SetTraining(false);
   const data::Dataset& test = *task_.test;
   const ShardRange shard = Shard(test.size(), worker_.rank, worker_.size);
@@ -609,6 +616,9 @@ void WorkerRun::Finish(bool stopped) {
     }
   }
   if (!config_.checkpoint_dir.empty() && !stopped) Save(config_.epochs, 0);
+  // Every rank's masters whole again (collective): after_training, the
+  // export and the result read them.
+  if (sharded_) sharded_->GatherMasters();
   if (stop_signal_ == 0 && task_.after_training) task_.after_training(*model_, worker_);
   if (root_ && stop_signal_ == 0 && !config_.export_safetensors.empty()) {
     ExportSafetensors(config_.export_safetensors, *model_);

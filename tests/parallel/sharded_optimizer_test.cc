@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -17,11 +18,20 @@
 
 #include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/device.h"
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "layers/embedding.h"
+#include "layers/layer.h"
+#include "layers/layer_norm.h"
+#include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
 #include "layers/optimizer.h"
+#include "layers/precision.h"
+#include "layers/residual.h"
+#include "layers/sequential.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 #include "parallel/thread_communicator.h"
@@ -172,6 +182,67 @@ TEST(ShardedOptimizerTest, Bf16WorkingCopiesFollowTheGatheredMasters) {
   ShardSetup setup;
   setup.precision = Precision::kBf16;
   ExpectShardedEqualsUnsharded(setup, "adamw bf16", std::pow(2.0, -8));
+}
+
+// Where the model computes in bfloat16 the step gathers the working copies,
+// not the float32 masters: each rank's masters are current in its own
+// shards only, until GatherMasters gathers them too. The gathered working
+// copies are the masters rounded to bfloat16, the same bits on every rank.
+TEST(ShardedOptimizerTest, Bf16GathersWorkingCopiesAndMastersOnRequest) {
+  if (!GetBackend(Device::Cpu()).MultipliesBFloat16()) {
+    GTEST_SKIP() << "this CPU does not multiply bfloat16, so bf16 keeps no working copies";
+  }
+  ShardSetup setup;
+  setup.precision = Precision::kBf16;
+  setup.shard = true;
+  const std::vector<ShardRun> runs = RunThreads(2, setup);
+  for (int r = 0; r < 2; ++r) {
+    const ShardRun& run = runs[r];
+    ASSERT_EQ(run.working.size(), run.params.size()) << "rank " << r;
+    EXPECT_EQ(run.params, runs[0].params) << "rank " << r << ": masters after GatherMasters";
+    EXPECT_EQ(run.working, runs[0].working) << "rank " << r;
+    size_t stale = 0;
+    for (size_t i = 0; i < run.params.size(); ++i) {
+      ASSERT_EQ(run.working[i], RoundToBFloat16(run.params[i])) << "rank " << r << " element " << i;
+      if (run.params_before_gather[i] != run.params[i]) ++stale;
+    }
+    // The other rank's shards moved over 5 steps; this rank's masters of
+    // them did not, until GatherMasters.
+    EXPECT_GT(stale, run.params.size() / 4) << "rank " << r;
+  }
+  setup.precision = Precision::kFp32;
+  const ShardRun fp32 = RunThreads(2, setup)[1];
+  EXPECT_TRUE(fp32.working.empty());
+  EXPECT_EQ(fp32.params_before_gather, fp32.params) << "fp32: the step gathers the masters";
+}
+
+// Gathering beside the next forward changes when each layer's parameters
+// arrive, not what they are: the same bits as gathering before the step
+// returns, in float32 and bfloat16, with accumulation.
+TEST(ShardedOptimizerTest, GatherDuringForwardGivesTheSameBits) {
+  for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    for (int micro_steps : {1, 3}) {
+      ShardSetup setup;
+      setup.shard = true;
+      setup.precision = precision;
+      setup.micro_steps = micro_steps;
+      setup.batch = micro_steps == 1 ? 10 : 6;
+      for (int n : {2, 4}) {
+        const std::vector<ShardRun> after_step = RunThreads(n, setup);
+        setup.gather_during_forward = true;
+        const std::vector<ShardRun> during = RunThreads(n, setup);
+        setup.gather_during_forward = false;
+        for (int r = 0; r < n; ++r) {
+          const std::string what = std::string(PrecisionName(precision)) + ", " +
+                                   std::to_string(micro_steps) + " micro-steps, rank " +
+                                   std::to_string(r) + " of " + std::to_string(n);
+          EXPECT_EQ(during[r].params, after_step[r].params) << what;
+          EXPECT_EQ(during[r].working, after_step[r].working) << what;
+          EXPECT_EQ(during[r].state, after_step[r].state) << what;
+        }
+      }
+    }
+  }
 }
 
 // With 4 workers each holds a quarter of AdamW's moments: exactly, where the
@@ -355,6 +426,124 @@ TEST(ShardedOptimizerTest, ShardStateIsNamedByBucketAndRank) {
   ASSERT_EQ(state.size(), 2u * reducer.num_buckets());
   EXPECT_EQ(state[0].first, "bucket0.shard0of1.adam_m");
   EXPECT_EQ(state[1].first, "bucket0.shard0of1.adam_v");
+}
+
+// The hook over a sharded step that logs each time the reducer asks for a
+// bucket's parameters.
+class LoggingShardedHook : public ShardedOptimizerHook {
+ public:
+  LoggingShardedHook(Optimizer& optimizer, ShardedOptimizerOptions options,
+                     std::vector<std::string>& log)
+      : ShardedOptimizerHook(optimizer, options), log_(log) {}
+  void WaitForParameters(int bucket, const Lane& lane) override {
+    log_.push_back("wait " + std::to_string(bucket));
+    ShardedOptimizerHook::WaitForParameters(bucket, lane);
+  }
+
+ private:
+  std::vector<std::string>& log_;
+};
+
+// With gather_during_forward the next forward waits for each layer's
+// buckets just before that layer (a container: before it, for everything
+// below it), so the gathers of the last layers are not waited for until
+// the forward reaches them.
+TEST(ShardedOptimizerTest, EachLayerWaitsForItsOwnBucketsInTheNextForward) {
+  ThreadGroup group(2);
+  std::vector<std::vector<std::string>> logs(2);
+  std::vector<std::vector<std::vector<std::string>>> bucket_names(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<std::string>& log = logs[r];
+      Rng rng(3);
+      Sequential model("net");
+      model.Emplace<Embedding>("emb", 6, 4, rng, Device::Cpu());
+      auto body = std::make_unique<Sequential>("body");
+      body->Emplace<LayerNorm>("ln1", 8, Device::Cpu());
+      body->Emplace<Linear>("fc1", 8, 8, rng, LinearOptions{Activation::kTanh});
+      model.Emplace<Residual>("block", std::move(body));
+      model.Emplace<Linear>("head", 8, 3, rng);
+      ReducerOptions options = Sharded();
+      options.bucket_bytes = 4;  // one bucket per parameter
+      Reducer reducer(model, group.communicator(r), options);
+      auto adam = MakeOptimizer(OptimizerConfig(), model.Parameters());
+      ShardedOptimizerOptions sharded;
+      sharded.gather_during_forward = true;
+      reducer.RegisterCommHook(std::make_unique<LoggingShardedHook>(*adam, sharded, log));
+      for (int b = 0; b < reducer.num_buckets(); ++b) {
+        bucket_names[r].push_back(reducer.BucketParameterNames(b));
+      }
+      LayerHooks logged;  // hears each layer once the reducer has waited for it
+      logged.before_forward = [&log](Layer& layer) { log.push_back("forward " + layer.Name()); };
+      ForwardArgs args;
+      args.hooks = &logged;
+      SoftmaxCrossEntropyLoss loss;
+      const Tensor tokens = Tensor::FromVector({0, 5, 2, 3, 1, 1}, {3, 2});
+      const Tensor labels = Tensor::FromVector({0, 2, 1}, {3});
+      for (int step = 0; step < 2; ++step) {
+        log.push_back("step " + std::to_string(step));
+        loss.Forward(reducer.ForwardWith(tokens, args), labels, 6);
+        log.push_back("backward");
+        reducer.Backward(loss.Backward());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<std::string>& log = logs[r];
+    const std::string printed = ::testing::PrintToString(log);
+    const auto second = std::find(log.begin(), log.end(), "step 1");
+    ASSERT_NE(second, log.end()) << printed;
+    auto at = [&](const std::string& entry) {
+      return std::find(second, log.end(), entry) - log.begin();
+    };
+    // The first step's forward had nothing to wait for.
+    EXPECT_EQ(std::count_if(log.begin(), second,
+                            [](const std::string& e) { return e.rfind("wait", 0) == 0; }),
+              0)
+        << printed;
+    // Each bucket is first waited for just before the top-level layer that
+    // holds it (emb, block or head) starts its forward, after the one before
+    // it started.
+    const std::vector<std::string> order = {"emb", "block", "head"};
+    for (size_t b = 0; b < bucket_names[r].size(); ++b) {
+      ASSERT_EQ(bucket_names[r][b].size(), 1u);
+      const std::string name = bucket_names[r][b][0];
+      const std::string top = name.substr(0, name.find('.'));
+      const auto layer = std::find(order.begin(), order.end(), top) - order.begin();
+      ASSERT_LT(layer, 3) << name;
+      const auto wait = at("wait " + std::to_string(b));
+      EXPECT_LT(wait, at("forward " + top)) << name << ": " << printed;
+      if (layer > 0) {
+        EXPECT_GT(wait, at("forward " + order[layer - 1])) << name << ": " << printed;
+      } else {
+        EXPECT_GT(wait, at("step 1")) << name << ": " << printed;
+      }
+      EXPECT_LT(wait, at("backward")) << name << ": " << printed;
+    }
+  }
+}
+
+// A forward that does not run through Reducer::Forward would read
+// parameters still being gathered: the next step is refused, unless the
+// caller waited for them (Reducer::WaitForParameters) first.
+TEST(ShardedOptimizerTest, GatherDuringForwardNeedsTheReducersForward) {
+  OneWorker w;
+  Reducer reducer(*w.model, w.comm(), Sharded());
+  auto adam = MakeOptimizer(OptimizerConfig(), w.model->Parameters());
+  ShardedOptimizerOptions options;
+  options.gather_during_forward = true;
+  reducer.RegisterCommHook(std::make_unique<ShardedOptimizerHook>(*adam, options));
+  w.Forward();  // the first step: nothing is being gathered yet
+  reducer.Backward(w.loss.Backward());
+  reducer.WaitForParameters();
+  w.Forward();
+  reducer.Backward(w.loss.Backward());
+  w.Forward();
+  const std::string error = ErrorText([&] { reducer.Backward(w.loss.Backward()); });
+  EXPECT_NE(error.find("did not run through Reducer::Forward"), std::string::npos) << error;
+  EXPECT_NE(error.find("gather_during_forward"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -28,6 +28,17 @@ std::vector<float> Flatten(Layer& model) {
   return params;
 }
 
+// Every working copy, widened; empty where the model keeps none.
+std::vector<float> FlattenWorking(Layer& model) {
+  std::vector<float> working;
+  for (NamedParameter& p : model.Parameters()) {
+    if (p.working() == nullptr || !p.working()->defined()) continue;
+    const std::vector<float> v = p.working()->ToVector();
+    working.insert(working.end(), v.begin(), v.end());
+  }
+  return working;
+}
+
 // The unsharded reference's clipping: the norm of the reduced gradient in
 // double on the host, every gradient scaled by max * (1 / max(norm + 1e-6,
 // max)), rounded as the hook rounds it.
@@ -65,6 +76,7 @@ ShardRun TrainSharded(Communicator& comm, const ShardSetup& setup) {
     ShardedOptimizerOptions sharded;
     sharded.max_grad_norm = setup.clip;
     sharded.track_grad_norm = true;
+    sharded.gather_during_forward = setup.gather_during_forward;
     auto owned = std::make_unique<ShardedOptimizerHook>(*optimizer, sharded);
     hook = owned.get();
     reducer.RegisterCommHook(std::move(owned));
@@ -89,7 +101,7 @@ ShardRun TrainSharded(Communicator& comm, const ShardSetup& setup) {
           {shard.size(), in});
       Tensor ys = Tensor::FromVector(
           std::vector<float>(y.begin() + shard.begin, y.begin() + shard.end), {shard.size()});
-      loss.Forward(model->Forward(xs), ys, global);
+      loss.Forward(reducer.Forward(xs), ys, global);
       const bool sync = micro + 1 == setup.micro_steps;
       reducer.Backward(loss.Backward(),
                        sync ? GradientSync::kReduce : GradientSync::kAccumulateLocally);
@@ -104,6 +116,10 @@ ShardRun TrainSharded(Communicator& comm, const ShardSetup& setup) {
     }
   }
   if (setup.shard) {
+    reducer.WaitForParameters();  // the last step's gathers, with gather_during_forward
+    run.params_before_gather = Flatten(*model);
+    run.working = FlattenWorking(*model);
+    hook->GatherMasters();
     const auto gathered = hook->GatherState();
     for (const auto& [name, tensor] : gathered) run.state.push_back({name, tensor.ToVector()});
     // Loading the whole state back restores this rank's shards exactly.

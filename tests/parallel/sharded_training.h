@@ -36,10 +36,16 @@ struct ShardSetup {
   float clip = 0.f;
   std::vector<int64_t> sizes = {6, 8, 5, 3};  // the MLP's layer widths
   Precision precision = Precision::kFp32;
+  // Sharded: ShardedOptimizerOptions::gather_during_forward (the forward
+  // runs through Reducer::Forward either way).
+  bool gather_during_forward = false;
 };
 
 struct ShardRun {
   std::vector<float> params;  // every parameter's float32 value, model order
+  // Sharded: the same before ShardedOptimizerHook::GatherMasters, and every
+  // working copy (widened to float32; empty where there are none) then.
+  std::vector<float> params_before_gather, working;
   int64_t state_bytes = 0;    // this rank's optimizer state after training
   float last_norm = 0.f;      // the last step's gradient norm before clipping
   std::vector<int64_t> bucket_elements;
