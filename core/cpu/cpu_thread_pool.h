@@ -22,6 +22,7 @@
 #define TANDEM_CORE_CPU_CPU_THREAD_POOL_H_
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -59,11 +60,16 @@ class ThreadPool {
   void Want(int helpers);
   void StartHelpersLocked(int total);  // requires mu_
   void HelperLoop();
+  void PopFrontLocked();  // requires mu_
   static void RunTasks(Job& job);
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;  // jobs with tasks still unclaimed
+  // queue_.size(), and stopping_, readable without mu_: helpers watch them
+  // for a while before they sleep (Note [Spin before sleeping]).
+  std::atomic<int> queued_{0};
+  std::atomic<bool> stopping_seen_{false};
   std::vector<std::thread> helpers_;
   int wanted_ = 0;  // helpers the ParallelFor calls in flight want, summed
   bool stopping_ = false;
