@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "core/backend_registry.h"
 #include "core/check.h"
+#include "core/device.h"
 #include "core/rng.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "layers/mlp.h"
+#include "layers/precision.h"
 #include "parallel/checkpointer.h"
 #include "report/metrics_log.h"
 #include "trainer/flags.h"
@@ -226,6 +229,45 @@ TEST(ShardedTrainerTest, ExportsTheWholeParameters) {
     imported.insert(imported.end(), v.begin(), v.end());
   }
   EXPECT_EQ(imported, r.parameters);
+}
+
+// In bf16 a sharded step gathers the working copies, and each worker's
+// float32 masters are current only in its own shards until the Trainer
+// gathers them: before a checkpoint (a resumed run ends bitwise where the
+// uninterrupted one does), and before the export and the result (every
+// master as an unsharded bf16 run has it, to float32 rounding).
+TEST(ShardedTrainerTest, Bf16CheckpointsAndExportsHoldEveryMaster) {
+  if (!GetBackend(Device::Cpu()).MultipliesBFloat16()) {
+    GTEST_SKIP() << "this CPU does not multiply bfloat16, so bf16 keeps no working copies";
+  }
+  TrainConfig c = Quick(2, true);
+  c.precision = Precision::kBf16;
+  TrainConfig plain = c;
+  plain.shard_optimizer = false;
+  const TrainResult unsharded = TrainOn(plain);
+  c.export_safetensors = TempDir("bf16_export.safetensors");
+  const TrainResult whole = TrainOn(c);
+  ExpectNear(whole.parameters, unsharded.parameters, kTolerance);
+  Fixture f;
+  std::unique_ptr<Layer> model =
+      f.task.build_model(ModelContext{Device::Cpu(), Precision::kBf16, c.seed, 0});
+  ImportSafetensors(c.export_safetensors, *model);
+  std::vector<float> imported;
+  for (NamedParameter& p : model->Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
+    imported.insert(imported.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(imported, whole.parameters);
+
+  TrainConfig first = c;
+  first.export_safetensors.clear();
+  first.checkpoint_dir = TempDir("bf16_bitwise");
+  first.max_steps = 3;
+  TrainOn(first);
+  TrainConfig rest = first;
+  rest.max_steps = 0;
+  rest.resume = true;
+  EXPECT_EQ(TrainOn(rest).parameters, whole.parameters);
 }
 
 // Parsed as the examples parse their command line, then refused by Train
