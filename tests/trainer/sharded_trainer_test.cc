@@ -213,22 +213,28 @@ TEST(ShardedTrainerTest, ResumingOnTheSameWorkersIsBitwise) {
   EXPECT_EQ(TrainOn(rest).parameters, whole.parameters);
 }
 
+// Every parameter of a fresh model of the task, in `precision`, after
+// importing the safetensors file at `path`, in model order.
+std::vector<float> Imported(const std::string& path, Precision precision, uint64_t seed) {
+  Fixture f;
+  std::unique_ptr<Layer> model =
+      f.task.build_model(ModelContext{Device::Cpu(), precision, seed, 0});
+  ImportSafetensors(path, *model);
+  std::vector<float> imported;
+  for (NamedParameter& p : model->Parameters()) {
+    const std::vector<float> v = p.value().ToVector();
+    imported.insert(imported.end(), v.begin(), v.end());
+  }
+  return imported;
+}
+
 // --export_safetensors writes the gathered parameters, which every worker
 // holds whole.
 TEST(ShardedTrainerTest, ExportsTheWholeParameters) {
   TrainConfig c = Quick(4, true);
   c.export_safetensors = TempDir("export.safetensors");
   const TrainResult r = TrainOn(c);
-  Fixture f;
-  std::unique_ptr<Layer> model = f.task.build_model(ModelContext{Device::Cpu(), Precision::kFp32,
-                                                                 c.seed, 0});
-  ImportSafetensors(c.export_safetensors, *model);
-  std::vector<float> imported;
-  for (NamedParameter& p : model->Parameters()) {
-    const std::vector<float> v = p.value().ToVector();
-    imported.insert(imported.end(), v.begin(), v.end());
-  }
-  EXPECT_EQ(imported, r.parameters);
+  EXPECT_EQ(Imported(c.export_safetensors, Precision::kFp32, c.seed), r.parameters);
 }
 
 // In bf16 a sharded step gathers the working copies, and each worker's
@@ -248,16 +254,7 @@ TEST(ShardedTrainerTest, Bf16CheckpointsAndExportsHoldEveryMaster) {
   c.export_safetensors = TempDir("bf16_export.safetensors");
   const TrainResult whole = TrainOn(c);
   ExpectNear(whole.parameters, unsharded.parameters, kTolerance);
-  Fixture f;
-  std::unique_ptr<Layer> model =
-      f.task.build_model(ModelContext{Device::Cpu(), Precision::kBf16, c.seed, 0});
-  ImportSafetensors(c.export_safetensors, *model);
-  std::vector<float> imported;
-  for (NamedParameter& p : model->Parameters()) {
-    const std::vector<float> v = p.value().ToVector();
-    imported.insert(imported.end(), v.begin(), v.end());
-  }
-  EXPECT_EQ(imported, whole.parameters);
+  EXPECT_EQ(Imported(c.export_safetensors, Precision::kBf16, c.seed), whole.parameters);
 
   TrainConfig first = c;
   first.export_safetensors.clear();
