@@ -63,6 +63,24 @@ namespace tandem {
 // both come after the caller's lane, which waited for the gathers (step 4),
 // which followed the updates.
 
+namespace {
+
+// Each parameter's view of `buffer`, a flat buffer of a bucket laid out as
+// its gradients are: parameter i's elements follow parameter i - 1's.
+std::vector<Tensor> ParameterViews(const Tensor& buffer,
+                                   const std::vector<NamedParameter>& parameters) {
+  std::vector<Tensor> views;
+  int64_t offset = 0;
+  for (const NamedParameter& p : parameters) {
+    const int64_t n = p.value().numel();
+    views.push_back(buffer.Slice(offset, offset + n).Reshape(p.value().shape()));
+    offset += n;
+  }
+  return views;
+}
+
+}  // namespace
+
 ShardedOptimizerHook::ShardedOptimizerHook(Optimizer& optimizer, ShardedOptimizerOptions options,
                                            std::unique_ptr<CommHook> reduce)
     : optimizer_(optimizer), options_(options), reduce_(std::move(reduce)) {
@@ -140,13 +158,10 @@ void ShardedOptimizerHook::Bind(const std::vector<GradBucket>& buckets) {
   // Refuses an optimizer that has stepped before anything is changed.
   optimizer_.ShardState(std::move(shards));
   for (Bucket& b : buckets_) {
-    int64_t offset = 0;
-    for (const NamedParameter& p : b.parameters) {
-      const int64_t n = p.value().numel();
-      // The layer's parameter now lives in the flat buffer.
-      p.parameter->MoveValueInto(b.values.Slice(offset, offset + n).Reshape(p.value().shape()),
-                                 p.name);
-      offset += n;
+    // The layers' parameters now live in the flat buffer.
+    const std::vector<Tensor> views = ParameterViews(b.values, b.parameters);
+    for (size_t i = 0; i < views.size(); ++i) {
+      b.parameters[i].parameter->MoveValueInto(views[i], b.parameters[i].name);
     }
     GatherWorkingCopiesOf(b, device);
   }
@@ -176,12 +191,9 @@ void ShardedOptimizerHook::GatherWorkingCopiesOf(Bucket& b, Device device) {
     if (working == nullptr || !working->defined() || working->dtype() != dtype) return;
   }
   b.working = b.comm->NewReduceBuffer(b.values.numel(), device, dtype);
-  int64_t offset = 0;
-  for (const NamedParameter& p : b.parameters) {
-    const int64_t n = p.value().numel();
-    p.parameter->MoveWorkingInto(b.working.Slice(offset, offset + n).Reshape(p.value().shape()),
-                                 p.name);
-    offset += n;
+  const std::vector<Tensor> views = ParameterViews(b.working, b.parameters);
+  for (size_t i = 0; i < views.size(); ++i) {
+    b.parameters[i].parameter->MoveWorkingInto(views[i], b.parameters[i].name);
   }
 }
 
@@ -315,13 +327,20 @@ void ShardedOptimizerHook::StartGathers(const Lane& update) {
     if (b.working.defined()) {
       Tensor mine = b.working.Slice(begin, end);
       ops::Cast(update, b.values.Slice(begin, end), mine);
-      b.gather = b.comm->AllGather(mine, b.working, std::move(options));
+      b.gather = GatherBlocks(b, b.working, std::move(options));
       masters_partial_ = true;
     } else {
-      float* values = b.values.data();
-      b.gather = b.comm->AllGather(values + begin, b.chunk, values, std::move(options));
+      b.gather = GatherBlocks(b, b.values, std::move(options));
     }
   }
+}
+
+// Every rank's block of `buffer` (one of b's flat buffers, any dtype) into
+// every rank's copy of it, in place.
+std::shared_ptr<Work> ShardedOptimizerHook::GatherBlocks(const Bucket& b, const Tensor& buffer,
+                                                         CollectiveOptions options) const {
+  return b.comm->AllGather(buffer.Slice(b.chunk * rank_, b.chunk * (rank_ + 1)), buffer,
+                           std::move(options));
 }
 
 void ShardedOptimizerHook::WaitForParameters(int bucket, const Lane& lane) {
@@ -361,8 +380,7 @@ void ShardedOptimizerHook::GatherMasters() {
     CollectiveOptions options;
     options.after = {main};
     options.label = "master parameters of bucket " + std::to_string(k);
-    float* values = b.values.data();
-    b.comm->AllGather(values + b.chunk * rank_, b.chunk, values, std::move(options))->WaitOn(main);
+    GatherBlocks(b, b.values, std::move(options))->WaitOn(main);
   }
   masters_partial_ = false;
 }
@@ -396,15 +414,11 @@ std::vector<std::pair<std::string, Tensor>> ShardedOptimizerHook::GatherState() 
         CollectiveOptions options;
         options.after = {main};
         options.label = "optimizer state of bucket " + std::to_string(i);
-        float* data = whole.data();
-        b.comm->AllGather(data + b.chunk * rank_, b.chunk, data, std::move(options))->WaitOn(main);
+        GatherBlocks(b, whole, std::move(options))->WaitOn(main);
       }
-      int64_t offset = 0;
-      for (const NamedParameter& p : b.parameters) {
-        const int64_t n = p.value().numel();
-        state.push_back(
-            {p.name + suffix, whole.Slice(offset, offset + n).Reshape(p.value().shape())});
-        offset += n;
+      const std::vector<Tensor> views = ParameterViews(whole, b.parameters);
+      for (size_t j = 0; j < views.size(); ++j) {
+        state.push_back({b.parameters[j].name + suffix, views[j]});
       }
     }
   }

@@ -158,6 +158,8 @@ class ShardedOptimizerHook : public CommHook {
 
   void GatherWorkingCopiesOf(Bucket& b, Device device);
   void StartGathers(const Lane& update);
+  std::shared_ptr<Work> GatherBlocks(const Bucket& b, const Tensor& buffer,
+                                     CollectiveOptions options) const;
   void WaitForEveryBucket(const Lane& lane);
   // Shard i's state tensors (its SlotState), each with its suffix (".adam_m").
   std::vector<std::pair<std::string, Tensor*>> StateOfShard(size_t i);
