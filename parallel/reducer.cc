@@ -275,7 +275,10 @@ void Reducer::WaitForOwnParameters(const Lane& lane) {
 
 void Reducer::WaitForParameters() {
   if (!hook_ || params_.empty()) return;
-  const Lane lane = MainLane(params_[0].value().device());
+  WaitForEveryBucket(MainLane(params_[0].value().device()));
+}
+
+void Reducer::WaitForEveryBucket(const Lane& lane) {
   for (int b = num_buckets(); b-- > 0;) hook_->WaitForParameters(b, lane);
 }
 
@@ -289,7 +292,7 @@ void Reducer::WaitBeforeBackward(const Lane& lane) {
       << "step's forward did not run through Reducer::Forward, so it read parameters still "
       << "being gathered; run the forward with reducer.Forward(x), or call "
       << "reducer.WaitForParameters() before the model's own Forward";
-  for (int b = num_buckets(); b-- > 0;) hook_->WaitForParameters(b, lane);
+  WaitForEveryBucket(lane);
 }
 
 Tensor Reducer::Backward(const Tensor& dloss, GradientSync sync) {

@@ -195,6 +195,7 @@ class Reducer {
   // only, with `own`) as the hook leaves them.
   void WaitForParametersOf(Layer& layer, const Lane& lane);
   void WaitForOwnParameters(const Lane& lane);
+  void WaitForEveryBucket(const Lane& lane);
   void WaitBeforeBackward(const Lane& lane);
 
   Layer& model_;
