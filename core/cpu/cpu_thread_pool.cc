@@ -56,7 +56,6 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    stopping_seen_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& t : helpers_) t.join();
@@ -110,16 +109,14 @@ void ThreadPool::RunTasks(Job& job) {
   }
 }
 
-void ThreadPool::PopFrontLocked() {
-  queue_.pop_front();
+void ThreadPool::QueueChangedLocked() {
   queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
 }
 
 void ThreadPool::HelperLoop() {
   for (;;) {
     SpinFor([this] {
-      return queued_.load(std::memory_order_acquire) > 0 ||
-             stopping_seen_.load(std::memory_order_acquire);
+      return queued_.load(std::memory_order_acquire) > 0 || stopping_.load();
     });
     std::shared_ptr<Job> job;
     {
@@ -128,7 +125,10 @@ void ThreadPool::HelperLoop() {
       if (stopping_) return;
       job = queue_.front();
       // The last helper a job wants takes it off the queue.
-      if (job->helpers_wanted.fetch_sub(1) <= 1) PopFrontLocked();
+      if (job->helpers_wanted.fetch_sub(1) <= 1) {
+        queue_.pop_front();
+        QueueChangedLocked();
+      }
     }
     RunTasks(*job);
   }
@@ -147,7 +147,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int threads,
       std::lock_guard<std::mutex> lock(mu_);
       Want(helpers);
       queue_.push_back(job);
-      queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+      QueueChangedLocked();
     }
     for (int i = 0; i < helpers; ++i) wake_.notify_one();
   }
@@ -157,14 +157,15 @@ void ThreadPool::ParallelFor(int64_t tasks, int threads,
   if (helpers > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
-    queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+    QueueChangedLocked();
     wanted_ -= helpers;
   }
-  if (SpinFor([&] { return job->finished.load(std::memory_order_acquire) == job->tasks; })) {
-    std::lock_guard<std::mutex> lock(job->mu);  // the last finisher has let go of it
-  } else {
+  // Seeing the count, the caller sees the error too (written before it).
+  // A helper still inside RunTasks holds the job through its own pointer.
+  const auto all_done = [&] { return job->finished.load(std::memory_order_acquire) == job->tasks; };
+  if (!SpinFor(all_done)) {
     std::unique_lock<std::mutex> lock(job->mu);
-    job->done.wait(lock, [&] { return job->finished.load() == job->tasks; });
+    job->done.wait(lock, all_done);
   }
   if (job->error) std::rethrow_exception(job->error);
 }

@@ -60,19 +60,19 @@ class ThreadPool {
   void Want(int helpers);
   void StartHelpersLocked(int total);  // requires mu_
   void HelperLoop();
-  void PopFrontLocked();  // requires mu_
+  void QueueChangedLocked();  // requires mu_: after queue_ changed
   static void RunTasks(Job& job);
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;  // jobs with tasks still unclaimed
-  // queue_.size(), and stopping_, readable without mu_: helpers watch them
-  // for a while before they sleep (Note [Spin before sleeping]).
+  // queue_.size(), readable without mu_ (written under it): helpers watch
+  // it, and stopping_, for a while before they sleep (Note [Spin before
+  // sleeping]).
   std::atomic<int> queued_{0};
-  std::atomic<bool> stopping_seen_{false};
   std::vector<std::thread> helpers_;
   int wanted_ = 0;  // helpers the ParallelFor calls in flight want, summed
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};  // written under mu_
 };
 
 // Elements per piece of an op's loop (128 KiB of floats): large enough
