@@ -201,16 +201,21 @@ TEST(ShardedTrainerTest, ResumesAtAnotherWorkerCountShardedOrNot) {
 
 // On the same worker count a sharded run stopped and resumed sharded ends
 // bitwise where the uninterrupted one does.
+// The final parameters of `c` run to step 3 with a checkpoint in `dir`,
+// then resumed with the same configuration to its end.
+std::vector<float> StoppedAndResumed(TrainConfig c, const std::string& dir) {
+  c.export_safetensors.clear();
+  c.checkpoint_dir = TempDir(dir);
+  c.max_steps = 3;
+  TrainOn(c);
+  c.max_steps = 0;
+  c.resume = true;
+  return TrainOn(c).parameters;
+}
+
 TEST(ShardedTrainerTest, ResumingOnTheSameWorkersIsBitwise) {
   const TrainResult whole = TrainOn(Quick(2, true));
-  TrainConfig first = Quick(2, true);
-  first.checkpoint_dir = TempDir("bitwise");
-  first.max_steps = 3;
-  TrainOn(first);
-  TrainConfig rest = first;
-  rest.max_steps = 0;
-  rest.resume = true;
-  EXPECT_EQ(TrainOn(rest).parameters, whole.parameters);
+  EXPECT_EQ(StoppedAndResumed(Quick(2, true), "bitwise"), whole.parameters);
 }
 
 // Every parameter of a fresh model of the task, in `precision`, after
@@ -256,15 +261,7 @@ TEST(ShardedTrainerTest, Bf16CheckpointsAndExportsHoldEveryMaster) {
   ExpectNear(whole.parameters, unsharded.parameters, kTolerance);
   EXPECT_EQ(Imported(c.export_safetensors, Precision::kBf16, c.seed), whole.parameters);
 
-  TrainConfig first = c;
-  first.export_safetensors.clear();
-  first.checkpoint_dir = TempDir("bf16_bitwise");
-  first.max_steps = 3;
-  TrainOn(first);
-  TrainConfig rest = first;
-  rest.max_steps = 0;
-  rest.resume = true;
-  EXPECT_EQ(TrainOn(rest).parameters, whole.parameters);
+  EXPECT_EQ(StoppedAndResumed(c, "bf16_bitwise"), whole.parameters);
 }
 
 // Parsed as the examples parse their command line, then refused by Train
