@@ -187,11 +187,22 @@ Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args
                                       dz, grad.bias_sums);
     return grad;
   }
-  if (!bias_.grad().defined()) bias_.grad() = Tensor::Zeros(bias_.value().shape(), bias_.value().device());
   const float beta = args.grad_mode == GradMode::kAccumulate ? 1.f : 0.f;
   ops::ActivationBackwardColumnSums(lane, options_.activation, pre_activation_.tensor(), g, dz,
                                     bias_.grad(), beta);
   return grad;
+}
+
+// Gradients dropped by an update in an earlier Backward are made again,
+// zeroed on `lane`, before the parameter lane waits for it: its GEMM then
+// adds into zeros.
+void Linear::MakeGradients(const Lane& lane) {
+  for (Parameter* p : {&weight_, &bias_}) {
+    if (p == &bias_ && !options_.bias) continue;
+    if (p->grad().defined()) continue;
+    p->grad() = Tensor::Empty(p->value().shape(), p->value().device());
+    ops::Fill(lane, p->grad(), 0.f);
+  }
 }
 
 // Note [Parameter lane]
@@ -211,7 +222,7 @@ Linear::PreActivationGrad Linear::PreActivationGradient(const BackwardArgs& args
 void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGrad& grad) {
   const Lane& lane = args.param_lane;
   const Tensor& dz = grad.dz;
-  ops::WaitFor(lane, args.lane);  // dz and the input are queued on args.lane
+  ops::WaitFor(lane, args.lane);  // dz, the input and the gradients' zeros are queued on args.lane
   // dz^T x, or (dz^T) x from a transposed copy where the backend's GEMM
   // reads that layout faster (Backend::GemmWantsATransposed).
   const Tensor* a = &dz;
@@ -235,10 +246,6 @@ void Linear::ParameterGradients(const BackwardArgs& args, const PreActivationGra
       args.update->FromColumnSums(lane, bias_, dz);
     }
     return;
-  }
-  if (!weight_.grad().defined()) weight_.grad() = Tensor::Zeros(weight_.value().shape(), weight_.value().device());
-  if (options_.bias && !bias_.grad().defined()) {
-    bias_.grad() = Tensor::Zeros(bias_.value().shape(), bias_.value().device());
   }
   // float32 gradients, from bfloat16 operands in bf16 mode.
   const bool accumulate = args.grad_mode == GradMode::kAccumulate;
@@ -286,6 +293,7 @@ Tensor Linear::BackwardWith(const Tensor& dy_in, const BackwardArgs& args) {
   // goes back to the input's shape as a view.
   const Tensor dy = dy_in.rank() == 2 ? dy_in : dy_in.Reshape({dy_in.numel() / out_, out_});
   const Shape input_shape = input_shape_;
+  if (args.update == nullptr) MakeGradients(args.lane);
   PreActivationGrad grad = PreActivationGradient(args, dy);
   Tensor dx;
   if (args.update != nullptr) {

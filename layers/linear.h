@@ -101,6 +101,7 @@ class Linear : public Layer {
   };
   PreActivationGrad PreActivationGradient(const BackwardArgs& args, const Tensor& dy);
   // The weight and bias gradients (or updates), on args.param_lane.
+  void MakeGradients(const Lane& lane);
   void ParameterGradients(const BackwardArgs& args, const PreActivationGrad& grad);
   // dz W on args.lane; undefined when args.input_grad is false.
   Tensor InputGradient(const BackwardArgs& args, const Tensor& dz);
