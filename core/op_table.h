@@ -78,8 +78,9 @@ struct OpInfo {
 // SoftmaxCrossEntropy: loss[0] = sum_r -log softmax(logits[r])[labels[r]] / normalizer; dlogits
 //   (if data is not null) = (softmax - onehot) / normalizer. Labels are class indices stored as
 //   floats; loss and softmax in float32.
-// Mse: loss[0] = sum (pred - target)^2 / normalizer; dpred (if data is not null) = 2 (pred -
-//   target) / normalizer.
+// Mse: loss[0] = sum (pred - target)^2 / normalizer, summed in double in an order that depends
+//   on n alone; target with null data is zeros (a sum of squares); dpred (if data is not null) =
+//   2 (pred - target) / normalizer.
 // Argmax: out[r] = index of the first maximum of x[r, :].
 // CountCorrect: out[0] = number of rows whose argmax equals the label.
 // DropoutMask: mask[i] = 0 with probability p, else 1 / (1 - p); bits from HashU64(seed, offset +

@@ -283,9 +283,8 @@ void Mse(const Lane& lane, const Tensor& pred, const Tensor& target, Tensor& los
                 OptionalMutablePtr(dpred));
 }
 
-// The backends' squared-error reduction against zeros: their deterministic
-// two-pass sum in double, without a kernel of its own (one would read x
-// alone, not x and as many zeros).
+// The backends' squared-error reduction with no target (zeros): their
+// deterministic sum in double.
 void SumOfSquares(const Lane& lane, const Tensor& x, Tensor& out) {
   CheckOperands("SumOfSquares", lane, {&x, &out});
   CheckScalar("SumOfSquares", out);
@@ -296,10 +295,7 @@ void SumOfSquares(const Lane& lane, const Tensor& x, Tensor& out) {
     Fill(lane, out, 0.f);
     return;
   }
-  // Filled on the main lane, which is `lane` (on the CPU, at once).
-  const Tensor zeros = Tensor::Zeros({x.numel()}, x.device(), x.dtype());
-  dispatch::Mse(lane, x.ptr(), zeros.ptr(), x.numel(), /*normalizer=*/1.f, out.mutable_data(),
-                Ptr{});
+  dispatch::Mse(lane, x.ptr(), CPtr{}, x.numel(), /*normalizer=*/1.f, out.mutable_data(), Ptr{});
 }
 
 void Argmax(const Lane& lane, const Tensor& x, Tensor& out) {

@@ -157,14 +157,60 @@ void SoftmaxCrossEntropy(const IntraOp& intra, const float* logits, const float*
   loss[0] = static_cast<float>(total / normalizer);
 }
 
-void Mse(const float* pred, const float* target, int64_t n, float normalizer, float* loss,
-         float* dpred) {
-  double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float d = pred[i] - target[i];
-    total += double(d) * d;
-    if (dpred != nullptr) dpred[i] = 2.f * d / normalizer;
+namespace {
+
+// Note [Sums of squares in pieces]
+// Mse (and SumOfSquares, its form without a target, which clips gradients)
+// sums in double, in an order fixed by n alone: each piece of
+// kPieceElements is summed in kLanes interleaved partial sums (element i
+// into lane i % kLanes), which are then added pairwise; the pieces' sums
+// are added in piece order. The pieces run in parallel, and the lanes give
+// the loop independent additions to vectorise, where one running sum is a
+// chain of dependent ones; the bits do not depend on the thread count.
+constexpr int kLanes = 8;
+
+// Sum over [begin, end) of (pred - target)^2 (target null: zeros), writing
+// dpred = 2 (pred - target) / normalizer where kGrad.
+template <bool kTarget, bool kGrad>
+double SquaredErrors(const float* pred, const float* target, int64_t begin, int64_t end,
+                     float normalizer, float* dpred) {
+  double lanes[kLanes] = {};
+  int64_t i = begin;
+  auto one = [&](int64_t at, int lane) {
+    const float d = kTarget ? pred[at] - target[at] : pred[at];
+    lanes[lane] += static_cast<double>(d) * d;
+    if (kGrad) dpred[at] = 2.f * d / normalizer;
+  };
+  for (; i + kLanes <= end; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) one(i + j, j);
   }
+  for (int j = 0; i < end; ++i, ++j) one(i, j);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+}  // namespace
+
+void Mse(const IntraOp& intra, const float* pred, const float* target, int64_t n,
+         float normalizer, float* loss, float* dpred) {
+  std::vector<double> piece_sums(static_cast<size_t>((n + kPieceElements - 1) / kPieceElements));
+  intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
+    for (int64_t piece = begin; piece < end; piece += kPieceElements) {
+      const int64_t piece_end = std::min(end, piece + kPieceElements);
+      double& sum = piece_sums[static_cast<size_t>(piece / kPieceElements)];
+      if (target != nullptr) {
+        sum = dpred != nullptr
+                  ? SquaredErrors<true, true>(pred, target, piece, piece_end, normalizer, dpred)
+                  : SquaredErrors<true, false>(pred, target, piece, piece_end, normalizer, dpred);
+      } else {
+        sum = dpred != nullptr
+                  ? SquaredErrors<false, true>(pred, target, piece, piece_end, normalizer, dpred)
+                  : SquaredErrors<false, false>(pred, target, piece, piece_end, normalizer, dpred);
+      }
+    }
+  });
+  double total = 0.0;
+  for (double sum : piece_sums) total += sum;
   loss[0] = static_cast<float>(total / normalizer);
 }
 

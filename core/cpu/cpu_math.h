@@ -32,8 +32,9 @@ void ActivationBackward(const IntraOp& intra, Activation activation, const float
 void SoftmaxCrossEntropy(const IntraOp& intra, const float* logits, const float* labels,
                          int64_t rows, int64_t classes, float normalizer, float* loss,
                          float* dlogits);
-void Mse(const float* pred, const float* target, int64_t n, float normalizer, float* loss,
-         float* dpred);
+// target null: zeros (a sum of squares). See Note [Sums of squares in pieces].
+void Mse(const IntraOp& intra, const float* pred, const float* target, int64_t n,
+         float normalizer, float* loss, float* dpred);
 void Argmax(const float* x, int64_t rows, int64_t cols, float* out);
 void CountCorrect(const float* logits, const float* labels, int64_t rows, int64_t classes,
                   float* out);

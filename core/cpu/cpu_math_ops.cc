@@ -89,6 +89,15 @@ void BinaryScalar(const IntraOp& intra, BinaryOp op, const float* x, float s, fl
 
 void BroadcastBinary(const IntraOp& intra, BinaryOp op, Broadcast how, const float* x,
                      const float* v, float* out, int64_t rows, int64_t cols) {
+  if (rows == 1) {
+    // One long row (a gradient scaled by one factor): its columns in pieces.
+    intra.ForRanges(cols, kPieceElements, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        out[c] = kernel_math::ApplyBinary(op, x[c], how == Broadcast::kRow ? v[c] : v[0]);
+      }
+    });
+    return;
+  }
   intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * cols;

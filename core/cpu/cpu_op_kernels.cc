@@ -228,7 +228,7 @@ void Mse(const Lane&, CPtr pred, CPtr target, int64_t n, float normalizer,
          float* loss, Ptr dpred) {
   In P(intra(), pred, n), T(intra(), target, n);
   Out D(intra(), dpred, n, false);
-  math::Mse(P.get(), T.get(), n, normalizer, loss, D.get());
+  math::Mse(intra(), P.get(), T.get(), n, normalizer, loss, D.get());
 }
 
 void Argmax(const Lane&, CPtr x, int64_t rows, int64_t cols, float* out) {

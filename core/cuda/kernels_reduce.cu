@@ -171,7 +171,8 @@ void LaunchSumToScalar(cudaStream_t stream, const double* values, int64_t n,
 
 // ---------------------------------------------------------------------------
 // Mse: each block sums its grid-stride share of squared errors (and writes
-// the gradient on the way); the grid size depends on n only.
+// the gradient on the way); the grid size depends on n only. A null target
+// is zeros.
 
 int MseBlocks(int64_t n) { return BlocksFor(n, /*max_blocks=*/1024); }
 
@@ -181,7 +182,7 @@ __global__ void MseKernel(const TP* pred, const TT* target, int64_t n,
   __shared__ double shared[32];
   double acc = 0.0;
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    const float d = ToFloat(pred[i]) - ToFloat(target[i]);
+    const float d = target == nullptr ? ToFloat(pred[i]) : ToFloat(pred[i]) - ToFloat(target[i]);
     acc += static_cast<double>(d) * d;
     if (dpred != nullptr) dpred[i] = FromFloat<TP>(2.f * d / normalizer);
   }

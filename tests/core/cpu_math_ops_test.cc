@@ -64,6 +64,19 @@ TEST(CpuMathOpsTest, RowReductionsAndBroadcastsAreTheSameOnAnyThreadCount) {
     return o;
   });
   for (int64_t i = 0; i < kSize; i += 101) ASSERT_EQ(sub[i], x[i] - v[i / kCols]) << i;
+  // One long row (a gradient scaled by one factor) is split over its columns.
+  for (Broadcast how : {Broadcast::kColumn, Broadcast::kRow}) {
+    const auto row = OnOneAndFour("BroadcastBinary of one row", [&](const IntraOp& intra) {
+      std::vector<float> o(kSize);
+      BroadcastBinary(intra, BinaryOp::kMul, how, x.data(), how == Broadcast::kRow ? x.data()
+                                                                                   : v.data(),
+                      o.data(), 1, kSize);
+      return o;
+    });
+    for (int64_t i = 0; i < kSize; i += 101) {
+      ASSERT_EQ(row[i], x[i] * (how == Broadcast::kRow ? x[i] : v[0])) << i;
+    }
+  }
   const auto exps = OnOneAndFour("Unary", [&](const IntraOp& intra) {
     std::vector<float> o(kSize);
     Unary(intra, UnaryOp::kExp, x.data(), o.data(), kSize);

@@ -156,6 +156,41 @@ TEST_F(CpuMathTest, UpdatesWriteTheirCopyOfTheUpdatedParameters) {
   EXPECT_NE(copies[0], x_[0]) << "SGD did not update";
 }
 
+// Mse with and without a target (SumOfSquares): the same bits on one and
+// four threads, the loss within float rounding of a double sum, and dpred
+// its definition.
+TEST_F(CpuMathTest, MseSumsInPiecesWhateverTheThreadCount) {
+  const float normalizer = 7.f;
+  for (const bool with_target : {true, false}) {
+    const float* target = with_target ? y_.data() : nullptr;
+    std::vector<float> dpred;
+    const auto loss = OnOneAndFour("Mse", [&](const IntraOp& intra) {
+      std::vector<float> d(kSize), out(1);
+      Mse(intra, x_.data(), target, kSize, normalizer, out.data(), d.data());
+      dpred = d;
+      return out;
+    });
+    double exact = 0.0;
+    for (int64_t i = 0; i < kSize; ++i) {
+      const double d = double(x_[i]) - (with_target ? double(y_[i]) : 0.0);
+      exact += d * d;
+    }
+    exact /= normalizer;
+    EXPECT_NEAR(loss[0], exact, exact * 1e-7) << "target " << with_target;
+    for (int64_t i = 0; i < kSize; i += 97) {
+      const float d = with_target ? x_[i] - y_[i] : x_[i];
+      ASSERT_EQ(dpred[i], 2.f * d / normalizer) << i;
+    }
+    // Without dpred, the same loss.
+    const auto alone = OnOneAndFour("Mse without dpred", [&](const IntraOp& intra) {
+      std::vector<float> out(1);
+      Mse(intra, x_.data(), target, kSize, normalizer, out.data(), nullptr);
+      return out;
+    });
+    EXPECT_EQ(alone[0], loss[0]);
+  }
+}
+
 TEST(IntraOpTest, RangesCoverEveryElementOnceInPiecesFixedByTheGrain) {
   ThreadPool pool;
   for (int threads : {1, 3}) {
