@@ -2,10 +2,17 @@
 # Runs GPU test cases in many processes at once on one GPU, each repeated,
 # and counts the runs that failed: faults that show only when other
 # processes load the GPU (docs/parallel.md's fault of SGD folded into
-# backward). From the bundle's root on the GPU machine, after unpack.sh:
+# backward). On the GPU machine, from the repository root (the bundle
+# unpacks itself):
 #   bash .device/run_stress.sh BINARY FILTER [PROCESSES [REPEATS]]
 #   bash .device/run_stress.sh .device/bin/tests_layers__optimizer_test '*DrainedRun/cuda0'
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# In the bundle: its binaries unpacked, its libraries found.
+if [ -f "$here/bin.tar.xz" ]; then
+  bash "$here/unpack.sh"
+  export LD_LIBRARY_PATH=$here/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+fi
 bin=${1:?usage: run_stress.sh BINARY FILTER [PROCESSES [REPEATS]]}
 filter=${2:?usage: run_stress.sh BINARY FILTER [PROCESSES [REPEATS]]}
 processes=${3:-16}
