@@ -193,20 +193,15 @@ double SquaredErrors(const float* pred, const float* target, int64_t begin, int6
 
 void Mse(const IntraOp& intra, const float* pred, const float* target, int64_t n,
          float normalizer, float* loss, float* dpred) {
+  using PieceSum = double (*)(const float*, const float*, int64_t, int64_t, float, float*);
+  const PieceSum with_target = dpred ? SquaredErrors<true, true> : SquaredErrors<true, false>;
+  const PieceSum without = dpred ? SquaredErrors<false, true> : SquaredErrors<false, false>;
+  const PieceSum piece_sum = target != nullptr ? with_target : without;
   std::vector<double> piece_sums(static_cast<size_t>((n + kPieceElements - 1) / kPieceElements));
   intra.ForRanges(n, kPieceElements, [&](int64_t begin, int64_t end) {
     for (int64_t piece = begin; piece < end; piece += kPieceElements) {
-      const int64_t piece_end = std::min(end, piece + kPieceElements);
-      double& sum = piece_sums[static_cast<size_t>(piece / kPieceElements)];
-      if (target != nullptr) {
-        sum = dpred != nullptr
-                  ? SquaredErrors<true, true>(pred, target, piece, piece_end, normalizer, dpred)
-                  : SquaredErrors<true, false>(pred, target, piece, piece_end, normalizer, dpred);
-      } else {
-        sum = dpred != nullptr
-                  ? SquaredErrors<false, true>(pred, target, piece, piece_end, normalizer, dpred)
-                  : SquaredErrors<false, false>(pred, target, piece, piece_end, normalizer, dpred);
-      }
+      piece_sums[static_cast<size_t>(piece / kPieceElements)] =
+          piece_sum(pred, target, piece, std::min(end, piece + kPieceElements), normalizer, dpred);
     }
   });
   double total = 0.0;
