@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "core/backend_registry.h"
 #include "core/check.h"
 #include "core/ops.h"
 #include "layers/loss.h"
 #include "layers/mlp.h"
+#include "layers/sequential.h"
 #include "tests/support/device_test.h"
 
 namespace tandem {
@@ -121,103 +124,86 @@ TEST_P(OptimizerTest, ConfigErrorsNameTheFlag) {
   EXPECT_EQ(MakeOptimizer(c, Params())->Name(), "sgd");
 }
 
-// SGD folded into Backward (Sgd::in_backward) trains like ZeroGrad +
-// Backward + Step, learning rate changes included, to fp32 rounding (the
-// folded update rounds once, p - lr * g in the GEMM's epilogue).
-TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
-  MlpOptions o;
-  o.device = device();
-  Rng rng_a(7), rng_b(7);
-  auto plain = Mlp({6, 16, 16, 3}, Activation::kRelu, rng_a, o);
-  auto fused = Mlp({6, 16, 16, 3}, Activation::kRelu, rng_b, o);
-  Sgd plain_sgd(plain->Parameters(), SgdParams{0.05f});
-  Sgd fused_sgd(fused->Parameters(), SgdParams{0.05f});
-  BackwardArgs in_backward = BackwardArgs::For(device());
-  in_backward.update = fused_sgd.in_backward();
-  in_backward.grad_mode = GradMode::kOverwrite;
-  in_backward.input_grad = false;
-  ASSERT_NE(in_backward.update, nullptr);
-  MseLoss loss;
-  Rng data(8);
-  for (int step = 0; step < 6; ++step) {
-    if (step == 3) {
-      plain_sgd.set_lr(0.02f);
-      fused_sgd.set_lr(0.02f);
-    }
-    std::vector<float> xv(4 * 6), yv(4 * 3);
-    for (float& v : xv) v = data.Normal();
-    for (float& v : yv) v = data.Normal();
-    Tensor x = Tensor::FromVector(xv, {4, 6}, device());
-    Tensor y = Tensor::FromVector(yv, {4, 3}, device());
-    plain_sgd.ZeroGrad();
-    loss.Forward(plain->Forward(x), y);
-    plain->Backward(loss.Backward());
-    plain_sgd.Step();
-    loss.Forward(fused->Forward(x), y);
-    fused->BackwardWith(loss.Backward(), in_backward);
-    fused_sgd.Step();
-  }
-  EXPECT_EQ(fused_sgd.steps(), 6);
-  std::vector<NamedParameter> a = plain->Parameters(), b = fused->Parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::vector<float> va = a[i].value().ToVector(), vb = b[i].value().ToVector();
-    for (size_t j = 0; j < va.size(); ++j) {
-      // The fused update rounds once per step where separate steps round the
-      // gradient and then the update, and cuBLAS may pick other kernels for
-      // the two (under compute-sanitizer it does).
-      EXPECT_NEAR(va[j], vb[j], 5e-5) << a[i].name << "[" << j << "]";
-    }
-  }
-  // Back to separate steps: a step whose Backward updated nothing updates
-  // every parameter from its gradient.
-  ZeroGrad(*fused);
-  loss.Forward(fused->Forward(Tensor::Zeros({4, 6}, device())), Tensor::Zeros({4, 3}, device()));
-  fused->Backward(loss.Backward());
-  const std::vector<float> before = b[0].value().ToVector();
-  const std::vector<float> grad = b[0].grad().ToVector();
-  fused_sgd.Step();
-  const std::vector<float> after = b[0].value().ToVector();
-  for (size_t j = 0; j < after.size(); ++j) {
-    EXPECT_NEAR(after[j], before[j] - 0.02f * grad[j], 1e-6) << j;
-  }
-}
-
-// Six SGD steps of a small MLP, each update folded into Backward or taken
-// by Step after it; with `drain`, the device drained after every call.
-// Returns every parameter's values.
-std::vector<std::vector<float>> TrainSgd(Device device, bool folded, bool drain) {
-  MlpOptions o;
-  o.device = device;
-  Rng rng(7);
-  auto model = Mlp({6, 16, 16, 3}, Activation::kRelu, rng, o);
-  Sgd sgd(model->Parameters(), SgdParams{0.05f});
+// Six SGD steps of `model` on fixed data, the learning rate lowered at step
+// 3: each update folded into Backward (Sgd::in_backward), or taken by Step
+// after a Backward that writes the gradients. With `drain`, the device is
+// drained after every call.
+void TrainSixSteps(Layer& model, Sgd& sgd, Device device, bool folded, bool drain) {
   BackwardArgs args = BackwardArgs::For(device);
   args.update = folded ? sgd.in_backward() : nullptr;
   args.grad_mode = GradMode::kOverwrite;
   args.input_grad = false;
+  ASSERT_TRUE(!folded || args.update != nullptr);
   MseLoss loss;
   Rng data(8);
   auto drained = [&] {
     if (drain) GetBackend(device).Synchronize();
   };
   for (int step = 0; step < 6; ++step) {
+    if (step == 3) sgd.set_lr(0.02f);
     std::vector<float> xv(4 * 6), yv(4 * 3);
     for (float& v : xv) v = data.Normal();
     for (float& v : yv) v = data.Normal();
     const Tensor x = Tensor::FromVector(xv, {4, 6}, device);
     const Tensor y = Tensor::FromVector(yv, {4, 3}, device);
     drained();
-    loss.Forward(model->Forward(x), y);
+    loss.Forward(model.Forward(x), y);
     drained();
-    model->BackwardWith(loss.Backward(), args);
+    model.BackwardWith(loss.Backward(), args);
     drained();
     sgd.Step();
     drained();
   }
+}
+
+std::unique_ptr<Sequential> SmallMlp(Device device) {
+  MlpOptions o;
+  o.device = device;
+  Rng rng(7);
+  return Mlp({6, 16, 16, 3}, Activation::kRelu, rng, o);
+}
+
+std::vector<std::vector<float>> Values(Layer& model) {
   std::vector<std::vector<float>> values;
-  for (const NamedParameter& p : model->Parameters()) values.push_back(p.value().ToVector());
+  for (const NamedParameter& p : model.Parameters()) values.push_back(p.value().ToVector());
   return values;
+}
+
+// SGD folded into Backward trains like separate steps, learning rate changes
+// included, to fp32 rounding (the folded update rounds once, p - lr * g in
+// the GEMM's epilogue).
+TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
+  auto plain = SmallMlp(device());
+  auto fused = SmallMlp(device());
+  Sgd plain_sgd(plain->Parameters(), SgdParams{0.05f});
+  Sgd fused_sgd(fused->Parameters(), SgdParams{0.05f});
+  TrainSixSteps(*plain, plain_sgd, device(), /*folded=*/false, /*drain=*/false);
+  TrainSixSteps(*fused, fused_sgd, device(), /*folded=*/true, /*drain=*/false);
+  EXPECT_EQ(fused_sgd.steps(), 6);
+  const auto a = Values(*plain), b = Values(*fused);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      // The fused update rounds once per step where separate steps round the
+      // gradient and then the update, and cuBLAS may pick other kernels for
+      // the two (under compute-sanitizer it does).
+      EXPECT_NEAR(a[i][j], b[i][j], 5e-5) << "parameter " << i << "[" << j << "]";
+    }
+  }
+  // Back to separate steps: a step whose Backward updated nothing updates
+  // every parameter from its gradient.
+  MseLoss loss;
+  ZeroGrad(*fused);
+  loss.Forward(fused->Forward(Tensor::Zeros({4, 6}, device())), Tensor::Zeros({4, 3}, device()));
+  fused->Backward(loss.Backward());
+  std::vector<NamedParameter> params = fused->Parameters();
+  const std::vector<float> before = params[0].value().ToVector();
+  const std::vector<float> grad = params[0].grad().ToVector();
+  fused_sgd.Step();
+  const std::vector<float> after = params[0].value().ToVector();
+  for (size_t j = 0; j < after.size(); ++j) {
+    EXPECT_NEAR(after[j], before[j] - 0.02f * grad[j], 1e-6) << j;
+  }
 }
 
 // A run gives the bits it gives with the device drained after every call:
@@ -225,12 +211,19 @@ std::vector<std::vector<float>> TrainSgd(Device device, bool folded, bool drain)
 // that other processes load, the folded update has been seen to break this
 // (docs/parallel.md); tools/device/run_stress.sh runs these cases in 16
 // processes at once to show it.
+std::vector<std::vector<float>> TrainedValues(Device device, bool folded, bool drain) {
+  auto model = SmallMlp(device);
+  Sgd sgd(model->Parameters(), SgdParams{0.05f});
+  TrainSixSteps(*model, sgd, device, folded, drain);
+  return Values(*model);
+}
+
 TEST_P(OptimizerTest, SeparateStepsGiveTheBitsOfADrainedRun) {
-  EXPECT_EQ(TrainSgd(device(), false, false), TrainSgd(device(), false, true));
+  EXPECT_EQ(TrainedValues(device(), false, false), TrainedValues(device(), false, true));
 }
 
 TEST_P(OptimizerTest, SgdInBackwardGivesTheBitsOfADrainedRun) {
-  EXPECT_EQ(TrainSgd(device(), true, false), TrainSgd(device(), true, true));
+  EXPECT_EQ(TrainedValues(device(), true, false), TrainedValues(device(), true, true));
 }
 
 TEST_P(OptimizerTest, OnlyPlainSgdRunsInBackward) {
