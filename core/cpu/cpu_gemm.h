@@ -39,13 +39,15 @@
 //
 // Note [How many blocks]
 // Rule: one block per intra-op thread, as long as each block stays at least
-// kMinBlockWidth wide and kMinBlockFlops (about 0.2 ms on one core) large. A
+// kMinBlockWidth wide and kMinBlockFlops (about 20 us on one core) large. A
 // block is a library call: it repacks the operand every block reads and has
 // fixed costs, so a thread does best with one block of its own; a single thread
 // makes one call. With these bounds a 1024-wide layer's GEMMs make 8 blocks at
 // batch 256 on 8 threads (or more), 4 at batch 128 on 4 threads and 2 at 64 on
 // 2, so that one worker of 8 threads, or 2 or 4 workers on 8 cores, keep their
-// threads busy (docs/benchmarks.md, "Beside PyTorch on the same cores").
+// threads busy (docs/benchmarks.md, "Beside PyTorch on the same cores"); and
+// the small GEMMs of examples/gpt (25 to 100 MFLOP, 768 rows) still split,
+// since handing a block to a waiting helper costs microseconds.
 // A different thread count splits the output differently, and a narrower call
 // may sum in another order than a wider one (oneDNN's column blocks do), so
 // results may differ in the last bits between runs with different
@@ -83,7 +85,7 @@ struct GemmPlan {
   int64_t width = 0;
 };
 constexpr int64_t kMinBlockWidth = 128;
-constexpr double kMinBlockFlops = 40e6;
+constexpr double kMinBlockFlops = 4e6;
 // threads >= 1: the intra-op threads of the worker calling.
 GemmPlan PlanGemm(int64_t m, int64_t n, int64_t k, int threads);
 

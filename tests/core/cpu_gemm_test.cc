@@ -181,9 +181,14 @@ TEST(CpuGemmTest, PlanHasABlockPerThreadAndCoversTheOutput) {
   EXPECT_EQ(PlanGemm(256, 1024, 1024, 2).count, 2);
   EXPECT_EQ(PlanGemm(256, 1024, 1024, 1).count, 1) << "one thread makes one call";
   EXPECT_EQ(PlanGemm(256, 1024, 1024, 3).count, 3);
-  EXPECT_EQ(PlanGemm(128, 1024, 1024, 8).count, 6) << "7 blocks would be under 40 MFLOP";
-  EXPECT_EQ(PlanGemm(64, 1024, 1024, 8).count, 3);
+  EXPECT_EQ(PlanGemm(64, 1024, 1024, 8).count, 8);
+  EXPECT_EQ(PlanGemm(64, 1024, 48, 8).count, 1) << "two blocks would be under 4 MFLOP";
+  EXPECT_EQ(PlanGemm(64, 1024, 64, 8).count, 2);
   EXPECT_EQ(PlanGemm(10, 1024, 256, 8).count, 1) << "too few flops to split";
+  // examples/gpt's projections (768 rows: batch 12 x context 64, width 128)
+  // on 2 threads: each has a block per thread.
+  EXPECT_EQ(PlanGemm(768, 384, 128, 2).count, 2) << "qkv, 75 MFLOP";
+  EXPECT_EQ(PlanGemm(768, 128, 128, 2).count, 2) << "proj, 25 MFLOP";
 }
 
 // TANDEM_CPU_GEMM set to `value` for the scope, as it was before after it.
