@@ -6,7 +6,9 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_math_ops.h"
+#include "core/cpu/lane_reduce.h"
 #include "core/elementwise_math.h"
+#include "core/kernel_math.h"
 
 namespace tandem {
 namespace cpu {
@@ -20,13 +22,10 @@ void CausalSoftmax(const IntraOp& intra, const float* x, float* out, int64_t bat
       const float* xr = x + r * t;
       float* outr = out + r * t;
       const int64_t seen = r % t + 1;
-      float max = -INFINITY;
-      for (int64_t c = 0; c < seen; ++c) max = kernel_math::MaxOrNan(max, scale * xr[c]);
-      float sum = 0.f;
-      for (int64_t c = 0; c < seen; ++c) {
-        outr[c] = std::exp(scale * xr[c] - max);  // reads xr[c] before it may overwrite it
-        sum += outr[c];
-      }
+      const float max = LaneMax(seen, [&](int64_t c) { return scale * xr[c]; });
+      // Reads xr[c] before it may overwrite it.
+      for (int64_t c = 0; c < seen; ++c) outr[c] = kernel_math::Exp(scale * xr[c] - max);
+      const float sum = LaneSum(seen, [&](int64_t c) { return outr[c]; });
       for (int64_t c = 0; c < seen; ++c) outr[c] /= sum;
       std::fill(outr + seen, outr + t, 0.f);
     }
@@ -41,8 +40,7 @@ void CausalSoftmaxBackward(const IntraOp& intra, const float* y, const float* dy
       const float* dyr = dy + r * t;
       float* dxr = dx + r * t;
       const int64_t seen = r % t + 1;
-      float dot = 0.f;
-      for (int64_t c = 0; c < seen; ++c) dot += dyr[c] * yr[c];
+      const float dot = LaneSum(seen, [&](int64_t c) { return dyr[c] * yr[c]; });
       for (int64_t c = 0; c < seen; ++c) dxr[c] = scale * (yr[c] * (dyr[c] - dot));
       std::fill(dxr + seen, dxr + t, 0.f);
     }

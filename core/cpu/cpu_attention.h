@@ -4,7 +4,9 @@
 // and rounds results back once), and the batched transpose, which copies
 // elements bit for bit in their own dtype. Rows (or matrices) spread over
 // `intra`'s threads in pieces fixed by the shape, each row computed as on
-// one thread: the same bits on any number of threads.
+// one thread (its sums in lanes, Note [Sums in lanes] in lane_reduce.h; its
+// exponentials by kernel_math::Exp, which vectorises): the same bits on any
+// number of threads.
 //
 //   cpu::math::CausalSoftmax(intra, x, out, batch, t, 0.125f);
 #ifndef TANDEM_CORE_CPU_CPU_ATTENTION_H_

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/cpu/lane_reduce.h"
+
 namespace tandem {
 namespace cpu {
 namespace math {
@@ -14,16 +16,13 @@ constexpr int64_t kColumnGrain = 64;
 void NormalizeRow(const float* row, const float* weight, const float* bias, float eps,
                   int64_t cols, float* out, float* mean, float* rstd) {
   const float n = static_cast<float>(cols);
-  float sum = 0.f;
-  for (int64_t c = 0; c < cols; ++c) sum += row[c];
-  const float m = sum / n;
+  const float m = LaneSum(cols, [&](int64_t c) { return row[c]; }) / n;
   // Two passes: squared deviations from the mean, not E[x^2] - mean^2,
   // which loses every digit when the mean is large.
-  float squares = 0.f;
-  for (int64_t c = 0; c < cols; ++c) {
+  const float squares = LaneSum(cols, [&](int64_t c) {
     const float d = row[c] - m;
-    squares += d * d;
-  }
+    return d * d;
+  });
   const float s = 1.f / std::sqrt(squares / n + eps);
   *mean = m;
   *rstd = s;
@@ -34,12 +33,10 @@ void NormalizeRow(const float* row, const float* weight, const float* bias, floa
 void RowGradient(const float* xr, const float* g, const float* weight, float m, float s,
                  int64_t cols, float* out) {
   const float n = static_cast<float>(cols);
-  float sum_g = 0.f, sum_gx = 0.f;  // of g = dy * weight, and of g * xhat
-  for (int64_t c = 0; c < cols; ++c) {
-    const float gw = g[c] * weight[c];
-    sum_g += gw;
-    sum_gx += gw * ((xr[c] - m) * s);
-  }
+  // Sums of g = dy * weight, and of g * xhat.
+  const float sum_g = LaneSum(cols, [&](int64_t c) { return g[c] * weight[c]; });
+  const float sum_gx =
+      LaneSum(cols, [&](int64_t c) { return g[c] * weight[c] * ((xr[c] - m) * s); });
   const float mean_g = sum_g / n, mean_gx = sum_gx / n;
   for (int64_t c = 0; c < cols; ++c) {
     const float xhat = (xr[c] - m) * s;

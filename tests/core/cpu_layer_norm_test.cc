@@ -1,6 +1,7 @@
 // Tests core/cpu/cpu_layer_norm.h: forward and backward spread over threads
 // give the very bits of the single-threaded loops written out here (each
-// row's sums in column order, each column's gradient sums in row order), on
+// row's sums in 8 interleaved lanes, Note [Sums in lanes] in
+// core/cpu/lane_reduce.h; each column's gradient sums in row order), on
 // one thread and on four, for a wide layer (several pieces of rows and of
 // columns) and a narrow one; the weight and bias gradients are added into
 // what the arrays held.
@@ -24,6 +25,18 @@ using testing_support::RandomNormals;
 
 constexpr float kEps = 1e-5f;
 
+// Element c of a row summed into lane c % 8, in column order; the lanes
+// then added ((0+1)+(2+3))+((4+5)+(6+7)).
+struct LaneSums {
+  float lane[8] = {};
+  int64_t next = 0;
+  void Add(float v) { lane[next++ % 8] += v; }
+  float Total() const {
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  }
+};
+
 struct Forward {
   std::vector<float> y, mean, rstd;
 };
@@ -35,12 +48,11 @@ Forward ForwardByDefinition(const std::vector<float>& x, const std::vector<float
   const float n = static_cast<float>(cols);
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x.data() + r * cols;
-    float sum = 0.f;
-    for (int64_t c = 0; c < cols; ++c) sum += row[c];
-    const float m = sum / n;
-    float squares = 0.f;
-    for (int64_t c = 0; c < cols; ++c) squares += (row[c] - m) * (row[c] - m);
-    const float s = 1.f / std::sqrt(squares / n + kEps);
+    LaneSums sum, squares;
+    for (int64_t c = 0; c < cols; ++c) sum.Add(row[c]);
+    const float m = sum.Total() / n;
+    for (int64_t c = 0; c < cols; ++c) squares.Add((row[c] - m) * (row[c] - m));
+    const float s = 1.f / std::sqrt(squares.Total() / n + kEps);
     f.mean[r] = m;
     f.rstd[r] = s;
     for (int64_t c = 0; c < cols; ++c) f.y[r * cols + c] = (row[c] - m) * s * w[c] + b[c];
@@ -59,16 +71,17 @@ std::vector<float> BackwardByDefinition(const std::vector<float>& x, const std::
     const float m = f.mean[r], s = f.rstd[r];
     const float* xr = x.data() + r * cols;
     const float* g = dy.data() + r * cols;
-    float sum_g = 0.f, sum_gx = 0.f;
+    LaneSums sum_g, sum_gx;
     for (int64_t c = 0; c < cols; ++c) {
       dw[c] += g[c] * ((xr[c] - m) * s);
       db[c] += g[c];
-      sum_g += g[c] * w[c];
-      sum_gx += g[c] * w[c] * ((xr[c] - m) * s);
+      sum_g.Add(g[c] * w[c]);
+      sum_gx.Add(g[c] * w[c] * ((xr[c] - m) * s));
     }
     for (int64_t c = 0; c < cols; ++c) {
       const float xhat = (xr[c] - m) * s;
-      dx[r * cols + c] = s * (g[c] * w[c] - sum_g / n - xhat * (sum_gx / n));
+      dx[r * cols + c] =
+          s * (g[c] * w[c] - sum_g.Total() / n - xhat * (sum_gx.Total() / n));
     }
   }
   return dx;
