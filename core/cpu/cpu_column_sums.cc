@@ -3,9 +3,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 
+#include "core/cpu/activation_rows.h"
 #include "core/cpu/bf16_convert.h"
-#include "core/cpu/with_activation.h"
-#include "core/kernel_math.h"
 
 namespace tandem {
 namespace cpu {
@@ -123,26 +122,22 @@ void ColumnSums(const IntraOp& intra, CPtr x, int64_t rows, int64_t cols, float 
 void ActivationBackwardColumnSums(const IntraOp& intra, Activation activation, CPtr x, CPtr dy,
                                   Ptr dz, int64_t rows, int64_t cols, float beta, float* sums) {
   if (rows == 0) return ColumnSums(intra, CPtr{}, 0, cols, 1.f, beta, sums);
-  WithActivation(activation, [&](auto act) {
-    SumColumns(intra, rows, cols, 1.f, beta, sums,
-               [&](int64_t i, int64_t begin, int64_t width, int slot, TileBuffers& buffers) {
-                 const int64_t offset = i * cols + begin;
-                 const float* xs = Floats(x, offset, width, buffers.x);
-                 const float* g = Floats(dy, offset, width, buffers.dy);  // may be dz
-                 float* d = dz.dtype == DType::kFloat32 ? static_cast<float*>(dz.data) + offset
-                                                        : buffers.rows[slot];
-                 for (int64_t j = 0; j < width; ++j) {
-                   d[j] = g[j] * kernel_math::ActivateGrad(act(), xs[j]);
-                 }
-                 if (dz.dtype == DType::kBFloat16) {
-                   // Summed as stored: rounded.
-                   uint16_t* bits = static_cast<uint16_t*>(dz.data) + offset;
-                   RoundToBFloat16(d, bits, width);
-                   WidenBFloat16(bits, d, width);
-                 }
-                 return d;
-               });
-  });
+  SumColumns(intra, rows, cols, 1.f, beta, sums,
+             [&](int64_t i, int64_t begin, int64_t width, int slot, TileBuffers& buffers) {
+               const int64_t offset = i * cols + begin;
+               const float* xs = Floats(x, offset, width, buffers.x);
+               const float* g = Floats(dy, offset, width, buffers.dy);  // may be dz
+               float* d = dz.dtype == DType::kFloat32 ? static_cast<float*>(dz.data) + offset
+                                                      : buffers.rows[slot];
+               ActivationGradRow(activation, xs, g, d, width);
+               if (dz.dtype == DType::kBFloat16) {
+                 // Summed as stored: rounded.
+                 uint16_t* bits = static_cast<uint16_t*>(dz.data) + offset;
+                 RoundToBFloat16(d, bits, width);
+                 WidenBFloat16(bits, d, width);
+               }
+               return d;
+             });
 }
 
 }  // namespace cpu

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/cpu/bf16_convert.h"
+#include "core/cpu/activation_rows.h"
 #include "core/cpu/with_activation.h"
 #include "core/dtype.h"
 #include "core/kernel_math.h"
@@ -50,24 +51,11 @@ double SoftmaxCrossEntropyRow(const float* row, int64_t label, int64_t classes, 
 
 void BiasActivation(const IntraOp& intra, Activation activation, const float* x, const float* bias,
                     float* pre, float* out, int64_t rows, int64_t cols) {
-  WithActivation(activation, [&](auto act) {
-    intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const float* xr = x + r * cols;
-        float* outr = out + r * cols;
-        if (pre != nullptr) {
-          float* prer = pre + r * cols;
-          for (int64_t c = 0; c < cols; ++c) {
-            const float z = xr[c] + bias[c];
-            prer[c] = z;
-            outr[c] = kernel_math::Activate(act(), z);
-          }
-        } else {
-          for (int64_t c = 0; c < cols; ++c)
-            outr[c] = kernel_math::Activate(act(), xr[c] + bias[c]);
-        }
-      }
-    });
+  intra.ForRanges(rows, RowsPerPiece(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      ActivateRow(activation, x + r * cols, bias, pre != nullptr ? pre + r * cols : nullptr,
+                  out + r * cols, cols);
+    }
   });
 }
 
