@@ -17,7 +17,7 @@
 #   cpu, on the host's CPU, the GPU idle:
 #     6. the GPT example beside PyTorch on 2 cores, default flags (2000
 #        steps), fp32 on cores 0-1 and bf16 (PyTorch: CPU autocast) on cores
-#        8-9 at the same time (bench/run_cpu.sh gpt).
+#        2-3 at the same time (bench/run_cpu.sh gpt).
 # Each phase has a deadline so that the call ends in time; a phase cut off
 # says so in the report. Full logs travel back in $OUT/proof_logs_PART.tgz.
 #   tools/device/bundle.sh --data                 (development machine)
@@ -107,7 +107,7 @@ elif [ "$part" = speed ]; then
   phase cpu_gemm_paths 120 bash ./run_cpu.sh gemm-paths 1 5 bin/bench__cpu_gemm_bench
 else
   say "cores: $(lscpu -e=CPU,CORE,SOCKET 2>&1 | tr -s ' ' | tr '\n' ';')"
-  OUT=$sub timeout 540 bash ./run_cpu.sh gpt 8-9 bin/examples__gpt 2000 --corpus=data/fortunes \
+  OUT=$sub timeout 540 bash ./run_cpu.sh gpt 2-3 bin/examples__gpt 2000 --corpus=data/fortunes \
     --precision=bf16 > "$sub/phase_gpt_bf16.log" 2>&1 &
   bf16=$!
   phase gpt_fp32 540 bash ./run_cpu.sh gpt 0-1 bin/examples__gpt 2000 --corpus=data/fortunes
