@@ -8,6 +8,8 @@ namespace tandem {
 namespace cpu {
 namespace {
 
+// The loops, as the build compiles them; the AVX-512 variants below are the
+// same loops under a target attribute.
 template <Activation A>
 inline void ActivateLoop(const float* x, const float* bias, float* pre, float* out, int64_t n) {
   if (pre != nullptr) {
@@ -24,15 +26,6 @@ inline void ActivateLoop(const float* x, const float* bias, float* pre, float* o
 template <Activation A>
 inline void GradLoop(const float* x, const float* dy, float* dz, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dz[i] = dy[i] * kernel_math::ActivateGrad(A, x[i]);
-}
-
-template <Activation A>
-void ActivateBuild(const float* x, const float* bias, float* pre, float* out, int64_t n) {
-  ActivateLoop<A>(x, bias, pre, out, n);
-}
-template <Activation A>
-void GradBuild(const float* x, const float* dy, float* dz, int64_t n) {
-  GradLoop<A>(x, dy, dz, n);
 }
 
 #if defined(__x86_64__)
@@ -80,7 +73,7 @@ void ActivateRowWith(ActivationIsa isa, Activation a, const float* x, const floa
 #if defined(__x86_64__)
     if (isa == ActivationIsa::kAvx512) return ActivateAvx512<kA>(x, bias, pre, out, n);
 #endif
-    ActivateBuild<kA>(x, bias, pre, out, n);
+    ActivateLoop<kA>(x, bias, pre, out, n);
   });
 }
 
@@ -92,7 +85,7 @@ void ActivationGradRowWith(ActivationIsa isa, Activation a, const float* x, cons
 #if defined(__x86_64__)
     if (isa == ActivationIsa::kAvx512) return GradAvx512<kA>(x, dy, dz, n);
 #endif
-    GradBuild<kA>(x, dy, dz, n);
+    GradLoop<kA>(x, dy, dz, n);
   });
 }
 
