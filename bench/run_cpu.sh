@@ -350,11 +350,15 @@ widened() {
 
 # examples/gpt beside bench/torch_gpt_reference.py (the same model,
 # initialisation, optimizer, schedule and data), one after the other on
-# CORES, each with one intra-op thread per core: STEPS steps (default 2000,
-# the example's), FLAGS (model and data flags both take: --corpus,
-# --context, --layers, --heads, --width, --batch_size, --lr, --warmup,
-# --eval_every, --val_windows, --sample_length) to both. Prints each run's
-# evaluation lines and a summary line with both step_ms and val_loss.
+# CORES: Tandem with one intra-op thread per core, PyTorch with 1, 2, 4, ...
+# threads up to one per core (its best count is not always the most: a BLAS
+# whose threads fight PyTorch's own can run slower on more). STEPS steps
+# (default 2000, the example's), FLAGS (model and data flags both take:
+# --corpus, --context, --layers, --heads, --width, --batch_size, --lr,
+# --warmup, --eval_every, --val_windows, --sample_length) to all runs.
+# Prints each run's evaluation lines and a summary line with Tandem's
+# step_ms and val_loss and those of PyTorch's fastest run, with its thread
+# count.
 gpt() {
   [ $# -ge 2 ] || usage
   cores=$1 rounds=1
@@ -368,13 +372,24 @@ gpt() {
   tandem=$(taskset -c "$cores" "${bins[0]}" --workers=1 --cpu_threads="$n" "${flags[@]}" 2>&1) \
     || { echo "$me: ${bins[0]} failed:"; echo "$tandem"; exit 1; } >&2
   grep -E '^(data|step |bigram)' <<< "$tandem" | sed 's/^/tandem /'
-  torch=$(taskset -c "$cores" "$python" "$here/torch_gpt_reference.py" --threads="$n" \
-    "${flags[@]}" 2>&1) || { echo "$me: torch_gpt_reference.py failed:"; echo "$torch"; exit 1; } >&2
-  grep -E '^(data|model|step |bigram)' <<< "$torch" | sed 's/^/torch /'
   value() { grep "^$1=" | tail -1 | cut -d= -f2; }
+  local threads=1 best="" best_ms="" best_threads="" ms all=""
+  while :; do
+    torch=$(taskset -c "$cores" "$python" "$here/torch_gpt_reference.py" --threads="$threads" \
+      "${flags[@]}" 2>&1) || { echo "$me: torch_gpt_reference.py failed:"; echo "$torch"; exit 1; } >&2
+    grep -E '^(data|model|step |bigram)' <<< "$torch" | sed "s/^/torch($threads) /"
+    ms=$(value step_ms <<< "$torch")
+    all="$all${all:+,}$threads:$ms"
+    if [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then
+      best=$torch best_ms=$ms best_threads=$threads
+    fi
+    [ "$threads" -ge "$n" ] && break
+    threads=$(( threads * 2 > n ? n : threads * 2 ))
+  done
   echo "summary cores=$cores steps=$steps tandem_step_ms=$(value step_ms <<< "$tandem")" \
-    "tandem_val_loss=$(value val_loss <<< "$tandem") torch_step_ms=$(value step_ms <<< "$torch")" \
-    "torch_val_loss=$(value val_loss <<< "$torch")"
+    "tandem_val_loss=$(value val_loss <<< "$tandem") torch_step_ms=$best_ms" \
+    "torch_val_loss=$(value val_loss <<< "$best") torch_threads=$best_threads" \
+    "torch_step_ms_by_threads=$all"
 }
 
 # The step with and without --shard_optimizer and --deterministic
