@@ -136,31 +136,14 @@ void CachingAllocator::FreeAfter(void* ptr, size_t bytes,
   }
   const size_t size = live->second;
   live_blocks_.erase(live);
-  pending_.push_back(PendingBlock{ptr, size, std::move(after)});
+  pending_.Add(ptr, size, std::move(after));
 }
 
 void CachingAllocator::CollectPendingLocked(bool all) {
-  size_t kept = 0;
-  for (PendingBlock& block : pending_) {
-    bool done = all;
-    if (!done) {
-      done = true;
-      // LaneEvent::Query throws only for a failed device; then the block
-      // stays aside, and the failure surfaces at the next checked call.
-      try {
-        for (const auto& event : block.after) done = done && event->Query();
-      } catch (const std::exception&) {
-        done = false;
-      }
-    }
-    if (done) {
-      free_blocks_[block.size].push_back(block.ptr);
-      stats_.bytes_in_use -= static_cast<int64_t>(block.size);
-    } else {
-      pending_[kept++] = std::move(block);
-    }
-  }
-  pending_.resize(kept);
+  pending_.Collect(all, [this](void* ptr, size_t size) {
+    free_blocks_[size].push_back(ptr);
+    stats_.bytes_in_use -= static_cast<int64_t>(size);
+  });
 }
 
 MemoryStats CachingAllocator::stats() const {

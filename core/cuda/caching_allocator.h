@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/pending_frees.h"
 
 namespace tandem {
 namespace cuda {
@@ -45,8 +46,8 @@ namespace cuda {
 // lane (the side lane of a layer's weight gradient, a communication stream)
 // reads or writes is marked with Tensor::RecordLane: when its last handle
 // goes, an event is recorded on each such lane, and FreeAfter keeps the block
-// aside until every one of them has completed; only then does Allocate hand
-// it out again. As with PyTorch's recordStream, the host never waits for it,
+// aside (core/pending_frees.h) until every one of them has completed; only
+// then does Allocate hand it out again. As with PyTorch's recordStream, the host never waits for it,
 // and the owner drops the tensor as soon as it is done queueing work on it.
 
 class CachingAllocator : public Allocator {
@@ -94,12 +95,6 @@ class CachingAllocator : public Allocator {
   int device() const { return device_; }
 
  private:
-  // A freed block that work on other lanes may still use.
-  struct PendingBlock {
-    void* ptr;
-    size_t size;  // its size class
-    std::vector<std::unique_ptr<LaneEvent>> after;
-  };
   // Requires mutex_. Caches the pending blocks whose events have completed
   // (all of them after a device synchronisation: `all`).
   void CollectPendingLocked(bool all);
@@ -112,8 +107,8 @@ class CachingAllocator : public Allocator {
   // size class -> cached blocks of exactly that class (LIFO: the most
   // recently freed block is the likeliest to be warm in L2).
   std::map<size_t, std::vector<void*>> free_blocks_;
-  // Freed blocks waiting for other lanes, oldest first.
-  std::vector<PendingBlock> pending_;
+  // Freed blocks waiting for other lanes (by size class).
+  PendingFrees pending_;
   // Every block handed out and not yet freed -> its size class.
   std::unordered_map<void*, size_t> live_blocks_;
   // Every size class ever requested, for ReserveSpares.

@@ -208,9 +208,11 @@ TEST_P(OptimizerTest, SgdInBackwardTrainsLikeSeparateSteps) {
 
 // A run gives the bits it gives with the device drained after every call:
 // nothing depends on how far the host runs ahead of the device. On a GPU
-// that other processes load, the folded update has been seen to break this
-// (docs/parallel.md); tools/device/run_stress.sh runs these cases in 16
-// processes at once to show it.
+// that other processes load, the host runs far ahead; there the folded
+// update broke this while the caching allocator could hand out a block the
+// parameter lane still read (Note [Keeping a pending block's events] in
+// core/pending_frees.cc). tools/device/run_stress.sh runs these cases in 16
+// processes at once.
 std::vector<std::vector<float>> TrainedValues(Device device, bool folded, bool drain) {
   auto model = SmallMlp(device);
   Sgd sgd(model->Parameters(), SgdParams{0.05f});

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs GPU test cases in many processes at once on one GPU, each repeated,
 # and counts the runs that failed: faults that show only when other
-# processes load the GPU (docs/parallel.md's fault of SGD folded into
-# backward). On the GPU machine, from the repository root (the bundle
+# processes load the GPU and the host runs far ahead of it (blocks another
+# lane still used, handed out again: SGD folded into backward showed it).
+# On the GPU machine, from the repository root (the bundle
 # unpacks itself):
 #   bash .device/run_stress.sh BINARY FILTER [PROCESSES [REPEATS]]
 #   bash .device/run_stress.sh .device/bin/tests_layers__optimizer_test '*DrainedRun/cuda0'
