@@ -107,7 +107,7 @@ class CachingAllocator : public Allocator {
   // size class -> cached blocks of exactly that class (LIFO: the most
   // recently freed block is the likeliest to be warm in L2).
   std::map<size_t, std::vector<void*>> free_blocks_;
-  // Freed blocks waiting for other lanes (by size class).
+  // Freed blocks waiting for other lanes, each with its size class.
   PendingFrees pending_;
   // Every block handed out and not yet freed -> its size class.
   std::unordered_map<void*, size_t> live_blocks_;
