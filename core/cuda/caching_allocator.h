@@ -47,8 +47,9 @@ namespace cuda {
 // reads or writes is marked with Tensor::RecordLane: when its last handle
 // goes, an event is recorded on each such lane, and FreeAfter keeps the block
 // aside (core/pending_frees.h) until every one of them has completed; only
-// then does Allocate hand it out again. As with PyTorch's recordStream, the host never waits for it,
-// and the owner drops the tensor as soon as it is done queueing work on it.
+// then does Allocate hand it out again. As with PyTorch's recordStream, the
+// host never waits for it, and the owner drops the tensor as soon as it is
+// done queueing work on it.
 
 class CachingAllocator : public Allocator {
  public:

@@ -29,7 +29,8 @@ class FakeEvent : public LaneEvent {
   std::shared_ptr<State> state_;
 };
 
-std::vector<std::unique_ptr<LaneEvent>> Events(const std::vector<std::shared_ptr<FakeEvent::State>>& states) {
+std::vector<std::unique_ptr<LaneEvent>> Events(
+    const std::vector<std::shared_ptr<FakeEvent::State>>& states) {
   std::vector<std::unique_ptr<LaneEvent>> events;
   for (const auto& s : states) events.push_back(std::make_unique<FakeEvent>(s));
   return events;
